@@ -1,0 +1,1 @@
+"""Benchmark commands: each prints its figures and the command that reproduces them."""

@@ -1,0 +1,83 @@
+"""The ``Embedder`` protocol and the per-process embedding cache."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.errors import EmbeddingError
+
+Side = Literal["query", "passage"]
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors, batch first.
+
+    ``side`` tells asymmetric models (e5) whether the texts are search queries or stored passages;
+    symmetric models ignore it. ``model_id`` and ``dimension`` are recorded with every stored vector.
+    """
+
+    model_id: str
+    dimension: int
+
+    def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors: ...
+
+
+def normalise_rows(vectors: npt.ArrayLike, dimension: int, model_id: str) -> Vectors:
+    """Validate and L2-normalise model output; a model that returns garbage is an error, not a result."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != dimension:
+        raise EmbeddingError(f"{model_id} returned shape {arr.shape}, expected (n, {dimension})")
+    if not np.isfinite(arr).all():
+        raise EmbeddingError(f"{model_id} returned NaN or infinite values")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+class CachedEmbedder:
+    """Wraps an embedder so that the same (side, text) is never embedded twice in a process (LRU)."""
+
+    def __init__(self, inner: Embedder, max_entries: int = 50_000) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dimension = inner.dimension
+        self.max_entries = max_entries
+        self._cache: OrderedDict[tuple[str, str], Vectors] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._lock:
+            for i, text in enumerate(texts):
+                vec = self._cache.get((side, text))
+                if vec is None:
+                    missing.setdefault(text, []).append(i)
+                else:
+                    self._cache.move_to_end((side, text))
+                    out[i] = vec
+            self.hits += len(texts) - sum(len(v) for v in missing.values())
+            self.misses += len(missing)
+        if missing:
+            unique = list(missing)
+            vecs = self.inner.embed(unique, side)
+            with self._lock:
+                for text, vec in zip(unique, vecs, strict=True):
+                    for i in missing[text]:
+                        out[i] = vec
+                    self._cache[(side, text)] = vec
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
+        return out

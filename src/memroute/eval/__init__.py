@@ -1,0 +1,1 @@
+"""Evaluation and benchmark runners, with their data loaders and metrics."""

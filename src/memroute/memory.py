@@ -1,0 +1,344 @@
+"""The ``Memory`` facade: one object to remember, search, log conversations and forget.
+
+It owns the text pipeline (language, tokens, embedding), so every store indexes the same data, and it
+validates input before anything is written: a rejected memory leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from memroute.config import Settings
+from memroute.embed import Embedder, get_embedder
+from memroute.errors import InputError, NotFoundError
+from memroute.stores import MemoryRecord, Store, StoreStats, open_store
+from memroute.text import detect_language, tokenize
+from memroute.types import (
+    Hit,
+    MemoryItem,
+    MemoryKind,
+    Message,
+    ScoredId,
+    SearchFilter,
+    Sensitivity,
+    as_utc,
+    new_id,
+    utcnow,
+)
+
+# The sentence encoders read at most a few hundred tokens; embedding more text only costs time.
+EMBED_CHARS = 2000
+_FIELDS = {"text", "reply", "kind", "session_id", "occurred_at", "expires_at", "archived", "sensitivity",
+           "source_type", "metadata", "id", "created_at"}
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    stored: int
+    rejected: list[tuple[int, str]]
+    """(position, reason) of every item that was not stored."""
+
+
+class Memory:
+    """Remember, search and forget memories of many owners in one store.
+
+    ``Memory.open("sqlite:///memroute.db")`` opens (and creates) a store; ``owner`` sets the default owner
+    of calls that do not name one.
+    """
+
+    def __init__(self, store: Store, embedder: Embedder, settings: Settings | None = None,
+                 owner: str | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings or Settings()
+        self.owner = owner or self.settings.owner
+        store.bind_model(embedder.model_id, embedder.dimension)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, owner: str | None = None, embedder: Embedder | str | None = None,
+             settings: Settings | None = None) -> Memory:
+        settings = settings or Settings.load(store=url)
+        if url is not None:
+            settings = replace(settings, store=url)
+        if embedder is None or isinstance(embedder, str):
+            embedder = get_embedder(embedder or settings.embedder, settings.embed_cache_size)
+        return cls(open_store(settings.store, settings.busy_timeout_ms), embedder, settings, owner)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------- writing
+    def remember(self, text: str, *, owner: str | None = None, session: str | None = None,
+                 kind: MemoryKind | str = MemoryKind.NOTE, reply: str | None = None,
+                 occurred_at: datetime | str | None = None, expires_at: datetime | str | None = None,
+                 sensitivity: Sensitivity | str | int = Sensitivity.PUBLIC, source_type: str | None = None,
+                 metadata: Mapping[str, Any] | None = None, id: str | None = None,
+                 context: str | None = None) -> MemoryItem:
+        """Store one memory and index it; returns it as stored.
+
+        ``context`` is optional surrounding text (e.g. neighbouring turns) indexed for BM25 with a lower
+        weight than the memory's own words. Storing an existing id replaces that memory everywhere.
+        """
+        item = self._build(dict(text=text, session_id=session, kind=kind, reply=reply, occurred_at=occurred_at,
+                                expires_at=expires_at, sensitivity=sensitivity, source_type=source_type,
+                                metadata=metadata or {}, id=id), owner)
+        self.store.upsert(self._records([item], [context]))
+        return item
+
+    def remember_many(self, items: Iterable[Mapping[str, Any]], *, owner: str | None = None,
+                      batch_size: int = 256, show_progress: bool = False,
+                      skip_invalid: bool = False) -> ImportReport:
+        """Store many memories in batches (one transaction per batch).
+
+        Each item is a mapping with ``text`` and optionally the keyword arguments of :meth:`remember`
+        (``session`` or ``session_id``, ``owner``, ``context``). With ``skip_invalid`` a bad item is reported
+        and skipped; without it, the first bad item raises before its batch is written.
+        """
+        from tqdm import tqdm
+
+        rejected: builtins.list[tuple[int, str]] = []
+        stored = 0
+        batch: builtins.list[MemoryItem] = []
+        contexts: builtins.list[str | None] = []
+        bar = tqdm(desc="remember", unit="mem", disable=not show_progress)
+        for pos, raw in enumerate(items):
+            try:
+                fields = dict(raw)
+                item_owner = fields.pop("owner", None) or owner
+                if "session" in fields:
+                    fields["session_id"] = fields.pop("session")
+                context = fields.pop("context", None)
+                batch.append(self._build(fields, item_owner))
+                contexts.append(context)
+            except (InputError, TypeError) as exc:
+                if not skip_invalid:
+                    raise InputError(f"item {pos}: {exc}") from exc
+                rejected.append((pos, str(exc)))
+            if len(batch) >= batch_size:
+                self.store.upsert(self._records(batch, contexts))
+                stored += len(batch)
+                bar.update(len(batch))
+                batch, contexts = [], []
+        if batch:
+            self.store.upsert(self._records(batch, contexts))
+            stored += len(batch)
+            bar.update(len(batch))
+        bar.close()
+        return ImportReport(stored, rejected)
+
+    def update(self, id: str, *, owner: str | None = None, **changes: Any) -> MemoryItem:
+        """Change fields of a memory; changing its text re-indexes it everywhere in one transaction."""
+        owner = owner or self.owner
+        unknown = set(changes) - (_FIELDS - {"id"}) - {"session", "context"}
+        if unknown:
+            raise InputError(f"cannot update {', '.join(sorted(unknown))}; fields: {', '.join(sorted(_FIELDS))}")
+        current = self.get(id, owner=owner)
+        if "session" in changes:
+            changes["session_id"] = changes.pop("session")
+        context = changes.pop("context", None)
+        fields = {f: getattr(current, f) for f in _FIELDS}
+        fields.update(changes)
+        item = self._build(fields, owner)
+        self.store.upsert(self._records([item], [context]))
+        return item
+
+    def forget(self, id: str | Sequence[str] | None = None, *, session: str | None = None,
+               owner: str | None = None, everything: bool = False) -> int:
+        """Delete by id(s), by session, or (with ``everything=True``) all of an owner's data.
+
+        Returns the number of memories deleted; they leave every index at once.
+        """
+        owner = owner or self.owner
+        if id is not None:
+            return self.store.delete([id] if isinstance(id, str) else list(id), owner)
+        if session is not None:
+            return self.store.delete_where(owner, session)
+        if everything:
+            return self.store.delete_where(owner)
+        raise InputError("forget needs an id, a session, or everything=True (deletes all of the owner's data)")
+
+    def add_message(self, session: str, role: str, text: str, *, owner: str | None = None,
+                    at: datetime | str | None = None) -> Message:
+        """Append one turn to a session's conversation log (cheap; call it on every message)."""
+        if not session or not session.strip():
+            raise InputError("add_message needs a session id")
+        if not role or not role.strip():
+            raise InputError("add_message needs a role, e.g. 'user' or 'assistant'")
+        text = _clean_text(text, self.settings.max_text_chars, allow_empty=True)
+        msg = Message(session, role.strip(), text, as_utc(at) or utcnow(), owner or self.owner)
+        self.store.add_messages([msg])
+        return msg
+
+    # ------------------------------------------------------------------------------------- reading
+    def get(self, id: str, *, owner: str | None = None) -> MemoryItem:
+        owner = owner or self.owner
+        found = self.store.get([id], owner)
+        if not found:
+            raise NotFoundError(f"no memory {id!r} for owner {owner!r}")
+        return found[0]
+
+    def recent_messages(self, session: str, *, owner: str | None = None, limit: int = 20) -> builtins.list[Message]:
+        return self.store.recent_messages(session, owner or self.owner, limit)
+
+    def list(self, *, owner: str | None = None, session: str | None = None, limit: int = 100, offset: int = 0,
+             **filters: Any) -> builtins.list[MemoryItem]:
+        return self.store.list_memories(self.filter(owner=owner, session=session, **filters), limit, offset)
+
+    def filter(self, *, owner: str | None = None, session: str | None = None,
+               kinds: Sequence[MemoryKind | str] | None = None,
+               max_sensitivity: Sensitivity | str | int = Sensitivity.PUBLIC,
+               start: datetime | str | None = None, end: datetime | str | None = None,
+               include_expired: bool = False, include_archived: bool = False,
+               now: datetime | str | None = None) -> SearchFilter:
+        """Build the filter every search honours (owner-scoped)."""
+        try:
+            kind_values = tuple(MemoryKind(k) for k in kinds) if kinds else None
+        except ValueError as exc:
+            raise InputError(f"{exc}; kinds: {', '.join(k.value for k in MemoryKind)}") from None
+        return SearchFilter(owner=owner or self.owner, session_id=session, kinds=kind_values,
+                            max_sensitivity=Sensitivity.parse(max_sensitivity), start=as_utc(start),
+                            end=as_utc(end), include_expired=include_expired, include_archived=include_archived,
+                            now=as_utc(now))
+
+    def search(self, text: str, *, mode: str = "hybrid", limit: int = 10, owner: str | None = None,
+               session: str | None = None, **filters: Any) -> builtins.list[Hit]:
+        """A plain search: ``bm25``, ``vector``, or ``hybrid`` (both, fused by Reciprocal Rank Fusion).
+
+        For the full per-turn pipeline (query understanding, strategies, reranking) use ``recall``.
+        """
+        if mode not in ("bm25", "vector", "hybrid"):
+            raise InputError(f"unknown search mode {mode!r}; use bm25, vector or hybrid")
+        if limit <= 0:
+            raise InputError("limit must be at least 1")
+        text = _clean_text(text, self.settings.max_text_chars)
+        flt = self.filter(owner=owner, session=session, **filters)
+        depth = max(limit * 4, 40)
+        lists: dict[str, list[ScoredId]] = {}
+        if mode in ("bm25", "hybrid"):
+            lists["bm25"] = self.store.search_bm25(tokenize(text), flt, depth)
+        if mode in ("vector", "hybrid"):
+            vec = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]
+            lists["vector"] = self.store.search_vector(vec, flt, depth)
+        fused = rrf(lists.values())
+        top = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        items = {m.id: m for m in self.store.get([i for i, _ in top], flt.owner)}
+        per_source = {name: {s.id: s.score for s in hits} for name, hits in lists.items()}
+        return [Hit(items[i], score, {n: per_source[n][i] for n in per_source if i in per_source[n]})
+                for i, score in top if i in items]
+
+    def stats(self) -> StoreStats:
+        return self.store.stats()
+
+    # ---------------------------------------------------------------------------------- internals
+    def _build(self, fields: Mapping[str, Any], owner: str | None) -> MemoryItem:
+        unknown = set(fields) - _FIELDS
+        if unknown:
+            raise InputError(f"unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_FIELDS))}")
+        owner = (owner or self.owner or "").strip()
+        if not owner:
+            raise InputError("a memory needs an owner")
+        text = _clean_text(fields.get("text"), self.settings.max_text_chars)
+        reply = fields.get("reply")
+        if reply is not None:
+            reply = _clean_text(reply, self.settings.max_text_chars, allow_empty=True) or None
+        metadata = fields.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise InputError("metadata must be a JSON object (a mapping)")
+        try:
+            kind = MemoryKind(fields.get("kind") or MemoryKind.NOTE)
+        except ValueError:
+            raise InputError(f"unknown kind {fields.get('kind')!r}; use one of "
+                             f"{', '.join(k.value for k in MemoryKind)}") from None
+        mid = fields.get("id") or new_id()
+        if not isinstance(mid, str) or not mid.strip() or len(mid) > 256:
+            raise InputError("a memory id must be a non-empty string of at most 256 characters")
+        session = fields.get("session_id")
+        return MemoryItem(
+            id=mid, owner=owner, text=text, kind=kind, session_id=str(session) if session else None, reply=reply,
+            occurred_at=as_utc(fields.get("occurred_at")), created_at=as_utc(fields.get("created_at")) or utcnow(),
+            expires_at=as_utc(fields.get("expires_at")), archived=bool(fields.get("archived", False)),
+            sensitivity=Sensitivity.parse(fields.get("sensitivity") or 0), source_type=fields.get("source_type"),
+            metadata=dict(metadata), language=detect_language(text))
+
+    def _records(self, items: Sequence[MemoryItem], contexts: Sequence[str | None]) -> builtins.list[MemoryRecord]:
+        vectors = self.embedder.embed([m.full_text[:EMBED_CHARS] for m in items], side="passage")
+        return [MemoryRecord(m, tokenize(m.full_text), v, tokenize(c) if c else ())
+                for m, v, c in zip(items, vectors, contexts, strict=True)]
+
+
+def rrf(lists: Iterable[Sequence[ScoredId]], k: int = 60) -> dict[str, float]:
+    """Reciprocal Rank Fusion (Cormack, Clarke & Büttcher, SIGIR 2009): sum of 1 / (k + rank)."""
+    fused: dict[str, float] = {}
+    for hits in lists:
+        for rank, hit in enumerate(hits, start=1):
+            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def _clean_text(value: Any, max_chars: int, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"text must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InputError("text contains a NUL character; remove it")
+    if not allow_empty and not value.strip():
+        raise InputError("text is empty; a memory needs some words")
+    if len(value) > max_chars:
+        raise InputError(f"text has {len(value):,} characters, more than the limit of {max_chars:,} "
+                         "(MEMROUTE_MAX_TEXT_CHARS)")
+    return value
+
+
+class AsyncMemory:
+    """The async twin of :class:`Memory`: same method names; blocking work runs in worker threads."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.sync = memory
+
+    @classmethod
+    async def open(cls, url: str | None = None, **kwargs: Any) -> AsyncMemory:
+        return cls(await asyncio.to_thread(Memory.open, url, **kwargs))
+
+    async def remember(self, text: str, **kwargs: Any) -> MemoryItem:
+        return await asyncio.to_thread(self.sync.remember, text, **kwargs)
+
+    async def remember_many(self, items: Iterable[Mapping[str, Any]], **kwargs: Any) -> ImportReport:
+        return await asyncio.to_thread(self.sync.remember_many, list(items), **kwargs)
+
+    async def update(self, id: str, **kwargs: Any) -> MemoryItem:
+        return await asyncio.to_thread(self.sync.update, id, **kwargs)
+
+    async def forget(self, id: str | Sequence[str] | None = None, **kwargs: Any) -> int:
+        return await asyncio.to_thread(self.sync.forget, id, **kwargs)
+
+    async def add_message(self, session: str, role: str, text: str, **kwargs: Any) -> Message:
+        return await asyncio.to_thread(self.sync.add_message, session, role, text, **kwargs)
+
+    async def get(self, id: str, **kwargs: Any) -> MemoryItem:
+        return await asyncio.to_thread(self.sync.get, id, **kwargs)
+
+    async def recent_messages(self, session: str, **kwargs: Any) -> builtins.list[Message]:
+        return await asyncio.to_thread(self.sync.recent_messages, session, **kwargs)
+
+    async def list(self, **kwargs: Any) -> builtins.list[MemoryItem]:
+        return await asyncio.to_thread(self.sync.list, **kwargs)
+
+    async def search(self, text: str, **kwargs: Any) -> builtins.list[Hit]:
+        return await asyncio.to_thread(self.sync.search, text, **kwargs)
+
+    async def stats(self) -> StoreStats:
+        return await asyncio.to_thread(self.sync.stats)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync.close)
+

@@ -1,0 +1,35 @@
+"""Stores: one protocol, backends chosen by URL through :func:`open_store`.
+
+- ``sqlite:///relative/path.db`` and ``sqlite:////absolute/path.db`` (three slashes, then the path, as in
+  SQLAlchemy): the embedded default; add ``?mode=ro`` to open an existing file read-only.
+- ``sqlite://:memory:``: a throw-away store in this process.
+"""
+
+from __future__ import annotations
+
+from memroute.errors import ConfigError
+from memroute.stores.base import MemoryRecord, Store, StoreStats
+
+
+def open_store(url: str, busy_timeout_ms: int = 5000) -> Store:
+    """Open (creating and migrating if needed) the store a URL names."""
+    if url in ("sqlite://:memory:", "sqlite:///:memory:", ":memory:"):
+        from memroute.stores.sqlite import SQLiteStore
+
+        return SQLiteStore(":memory:", busy_timeout_ms)
+    if url.startswith("sqlite:///"):
+        from memroute.stores.sqlite import SQLiteStore
+
+        path, _, query = url[len("sqlite:///") :].partition("?")
+        if not path:
+            raise ConfigError(f"store URL {url!r} names no file; example: sqlite:///data/memroute.db")
+        if query not in ("", "mode=ro", "mode=rw"):
+            raise ConfigError(f"store URL {url!r}: the only option is ?mode=ro (read-only)")
+        return SQLiteStore(path, busy_timeout_ms, read_only=query == "mode=ro")
+    if url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError("the PostgreSQL store is not part of this release yet; use a sqlite:/// URL")
+    raise ConfigError(f"unknown store URL {url!r}; use sqlite:///path/memroute.db, sqlite://:memory: or "
+                      "postgresql://user:password@host/dbname")
+
+
+__all__ = ["MemoryRecord", "Store", "StoreStats", "open_store"]

@@ -1,0 +1,120 @@
+"""The store protocol every backend implements, and the record it stores.
+
+A store keeps memories with their pre-computed index data (content tokens for BM25, one embedding
+vector), the conversation log, and small pieces of named state (the last route of a session, an
+investigation session). It never tokenises or embeds: the :class:`memroute.memory.Memory` facade does,
+so every backend indexes exactly the same tokens and vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A memory with what the indexes need: its BM25 tokens and its embedding.
+
+    ``context_tokens`` are optional tokens of the memory's surroundings (e.g. the neighbouring turns of a
+    conversation), indexed in a second BM25 field that searches may weight lower than the memory's own.
+    """
+
+    memory: MemoryItem
+    tokens: Sequence[str]
+    vector: npt.NDArray[np.float32]
+    context_tokens: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    memories: int
+    owners: int
+    sessions: int
+    messages: int
+    model_id: str | None
+    dimension: int | None
+    schema_version: int
+    size_bytes: int | None
+
+
+class Store(Protocol):
+    """What memroute needs from a database. ``SearchFilter.owner`` scopes every read."""
+
+    url: str
+
+    # embedding model bookkeeping -------------------------------------------------------------------
+    def bind_model(self, model_id: str, dimension: int) -> None:
+        """Record the model on first use; raise ``ModelMismatchError`` if the store holds another."""
+        ...
+
+    # memories --------------------------------------------------------------------------------------
+    def upsert(self, records: Sequence[MemoryRecord]) -> None:
+        """Insert or replace memories and all their index entries, atomically for the whole batch."""
+        ...
+
+    def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]:
+        """The memories of ``owner`` with these ids, in the order asked; missing ids are skipped."""
+        ...
+
+    def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]: ...
+
+    def delete(self, ids: Sequence[str], owner: str) -> int:
+        """Delete from every index at once; returns how many were deleted."""
+        ...
+
+    def delete_where(self, owner: str, session_id: str | None = None) -> int:
+        """Delete all of an owner's memories, or one session's (and its conversation log)."""
+        ...
+
+    def list_memories(self, flt: SearchFilter, limit: int = 100, offset: int = 0) -> list[MemoryItem]:
+        """Newest first (by occurred_at, then created_at)."""
+        ...
+
+    def iter_records(self, batch_size: int = 1000) -> Iterator[MemoryRecord]:
+        """Every record of every owner (for copying between stores)."""
+        ...
+
+    def count(self, owner: str | None = None) -> int: ...
+
+    # search ----------------------------------------------------------------------------------------
+    def search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
+                    weights: tuple[float, float] = (1.0, 0.0)) -> list[ScoredId]:
+        """BM25 over the stored tokens, any token matching (OR); scores are positive, higher better.
+
+        ``weights`` weigh the memory's own tokens and its context tokens (0 leaves the context out).
+        """
+        ...
+
+    def search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int) -> list[ScoredId]:
+        """Exact cosine KNN; scores are cosine similarities."""
+        ...
+
+    def search_time(self, flt: SearchFilter, limit: int) -> list[ScoredId]:
+        """Memories whose ``occurred_at`` is inside ``flt.start``..``flt.end``, newest first (score 1)."""
+        ...
+
+    # conversation log ------------------------------------------------------------------------------
+    def add_messages(self, messages: Sequence[Message]) -> None: ...
+
+    def recent_messages(self, session_id: str, owner: str, limit: int = 20) -> list[Message]:
+        """The last ``limit`` messages of a session, oldest first."""
+        ...
+
+    # named state -----------------------------------------------------------------------------------
+    def put_state(self, namespace: str, key: str, value: dict[str, Any], owner: str = "") -> None: ...
+
+    def get_state(self, namespace: str, key: str, owner: str = "") -> dict[str, Any] | None: ...
+
+    def list_state(self, namespace: str, owner: str = "") -> list[tuple[str, dict[str, Any]]]: ...
+
+    # lifecycle -------------------------------------------------------------------------------------
+    def stats(self) -> StoreStats: ...
+
+    def close(self) -> None: ...

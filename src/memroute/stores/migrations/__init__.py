@@ -1,0 +1,1 @@
+"""Numbered schema migrations per backend. A released migration is never edited: add a new one."""

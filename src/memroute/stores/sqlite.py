@@ -1,0 +1,494 @@
+"""The embedded default store: one SQLite file (or ``:memory:``), zero set-up.
+
+- BM25: an FTS5 table over memroute's own pre-tokenised text (SQLite has no Japanese or Korean
+  tokenizer; its trigram tokenizer misses two-character Japanese words), with a second, lower-weighted
+  field for context tokens.
+- Vectors: stored as float32 blobs in the ``memories`` table (the source of truth) and searched in an
+  exact in-memory numpy index (:mod:`memroute.stores.vector_index`). Every write logs the rows it touched
+  in ``vector_changes`` in the same transaction, so another process sharing the file brings its index up to
+  date before its next search.
+- WAL mode, a busy timeout, numbered migrations (``PRAGMA user_version``); every write is one
+  ``BEGIN IMMEDIATE`` transaction, so a memory and all its index entries change together or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.errors import (
+    InputError,
+    ModelMismatchError,
+    SchemaVersionError,
+    StoreError,
+    StoreLockedError,
+    StoreReadOnlyError,
+)
+from memroute.stores.base import MemoryRecord, StoreStats
+from memroute.stores.migrations.sqlite import MIGRATIONS
+from memroute.stores.vector_index import RowMeta, VectorIndex
+from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
+
+_COLUMNS = ("owner, id, session_id, kind, text, reply, occurred_at, created_at, expires_at, archived, "
+            "sensitivity, source_type, metadata, language")
+_CHANGE_LOG_KEEP = 200_000
+
+
+@contextlib.contextmanager
+def translate_errors(what: str, path: str) -> Iterator[None]:
+    """Turn ``sqlite3`` errors into memroute errors that say what to do."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        msg = str(exc)
+        if "locked" in msg or "busy" in msg:
+            raise StoreLockedError(
+                f"{what}: the database {path} is locked by another writer; retry, or raise "
+                "MEMROUTE_BUSY_TIMEOUT_MS") from exc
+        if "readonly" in msg or "read-only" in msg:
+            raise StoreReadOnlyError(f"{what}: the database {path} is read-only; check the file and "
+                                     "directory permissions") from exc
+        if "unable to open" in msg:
+            raise StoreError(f"{what}: cannot open {path}; check that the directory exists and is "
+                             "writable") from exc
+        raise StoreError(f"{what} failed on {path}: {msg}") from exc
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{what} failed on {path}: {exc} (is it a memroute SQLite file?)") from exc
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def _dt(value: float | None) -> datetime | None:
+    return datetime.fromtimestamp(value, UTC) if value is not None else None
+
+
+def fts_token(token: str) -> str:
+    """The FTS5 form of a token: characters FTS5 would split on become ``_`` (applied to index and query)."""
+    return "".join(c if c.isalnum() else "_" for c in token)
+
+
+def _fts_text(tokens: Sequence[str]) -> str:
+    return " ".join(t for t in (fts_token(tok) for tok in tokens) if t.strip("_"))
+
+
+class SQLiteStore:
+    """A :class:`memroute.stores.base.Store` on one SQLite file."""
+
+    def __init__(self, path: str, busy_timeout_ms: int = 5000, read_only: bool = False) -> None:
+        self.path = path
+        self.url = "sqlite://:memory:" if path == ":memory:" else f"sqlite:///{path}"
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        if read_only:
+            if not Path(path).is_file():
+                raise StoreError(f"cannot open {path} read-only: the file does not exist")
+            self.url += "?mode=ro"
+        elif path != ":memory:":
+            parent = Path(path).expanduser().resolve().parent
+            if not parent.exists():
+                try:
+                    parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StoreError(f"cannot create directory {parent} for {path}: {exc}") from exc
+        with translate_errors("open", path):
+            target = f"file:{Path(path).resolve()}?mode=ro" if read_only else path
+            self._conn = sqlite3.connect(target, timeout=busy_timeout_ms / 1000, isolation_level=None,
+                                         check_same_thread=False, uri=read_only)
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if path != ":memory:" and not read_only:
+                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal" and os.access(path, os.W_OK):
+                    raise StoreError(f"cannot switch {path} to WAL mode (got {mode})")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        self._index: VectorIndex | None = None
+        self._index_seq = 0
+        self._model: tuple[str, int] | None = None
+        meta = self._meta()
+        if "model_id" in meta:
+            self._model = (meta["model_id"], int(meta["dimension"]))
+
+    # ------------------------------------------------------------------------------------- plumbing
+    @contextlib.contextmanager
+    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+        with self._lock, translate_errors(what, self.path):
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _read(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock, translate_errors(what, self.path):
+            return self._conn.execute(sql, params).fetchall()
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        latest = MIGRATIONS[-1][0]
+        if version > latest:
+            raise SchemaVersionError(
+                f"{self.path} has schema version {version}, newer than this memroute knows ({latest}); "
+                "upgrade memroute")
+        if self.read_only:
+            if version < latest:
+                raise StoreReadOnlyError(f"{self.path} needs schema migrations but is opened read-only; open "
+                                         "it once read-write")
+            return
+        for number, _name, sql in MIGRATIONS:
+            if number <= version:
+                continue
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                if current < number:  # another process may have migrated while we waited
+                    for statement in _split_sql(sql):
+                        self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA user_version = {number}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self._read("read settings", "SELECT key, value FROM meta"))
+
+    # ----------------------------------------------------------------------------------- the model
+    def bind_model(self, model_id: str, dimension: int) -> None:
+        if self._model is not None:
+            if self._model != (model_id, dimension):
+                raise ModelMismatchError(
+                    f"{self.url} was written with embedding model {self._model[0]} ({self._model[1]}-d), "
+                    f"not {model_id} ({dimension}-d); open it with embedder matching the store, or copy "
+                    "the memories into a new store")
+            return
+        with self._write("record the embedding model") as conn:
+            rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if "model_id" in rows:
+                self._model = (rows["model_id"], int(rows["dimension"]))
+            else:
+                conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                                 [("model_id", model_id), ("dimension", str(dimension))])
+                self._model = (model_id, dimension)
+        self.bind_model(model_id, dimension)
+
+    def _dimension(self) -> int:
+        if self._model is None:
+            raise StoreError(f"{self.url} has no embedding model yet; call bind_model first")
+        return self._model[1]
+
+    # ------------------------------------------------------------------------------------ memories
+    def upsert(self, records: Sequence[MemoryRecord]) -> None:
+        if not records:
+            return
+        dim = self._dimension()
+        rows = []
+        for rec in records:
+            vec = np.asarray(rec.vector, dtype=np.float32).reshape(-1)
+            if vec.shape != (dim,):
+                raise InputError(f"memory {rec.memory.id}: vector has {vec.size} values, the store holds "
+                                 f"{dim}-d vectors")
+            if not np.isfinite(vec).all():
+                raise InputError(f"memory {rec.memory.id}: vector contains NaN or infinity")
+            rows.append((rec, vec))
+        with self._write("store memories") as conn:
+            touched: list[int] = []
+            for rec, vec in rows:
+                m = rec.memory
+                old = conn.execute("SELECT rowid, tokens, context_tokens FROM memories WHERE owner=? AND id=?",
+                                   (m.owner, m.id)).fetchone()
+                if old is not None:
+                    conn.execute("INSERT INTO memories_fts (memories_fts, rowid, tokens, context_tokens) "
+                                 "VALUES ('delete', ?, ?, ?)", old)
+                    conn.execute("DELETE FROM memories WHERE rowid = ?", (old[0],))
+                tokens, context = _fts_text(rec.tokens), _fts_text(rec.context_tokens)
+                cur = conn.execute(
+                    f"INSERT INTO memories ({_COLUMNS}, tokens, context_tokens, vector) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (m.owner, m.id, m.session_id, str(m.kind), m.text, m.reply, _ts(m.occurred_at),
+                     _ts(m.created_at) or time.time(), _ts(m.expires_at), int(m.archived), int(m.sensitivity),
+                     m.source_type, json.dumps(dict(m.metadata), ensure_ascii=False), m.language, tokens,
+                     context, vec.tobytes()))
+                rowid = int(cur.lastrowid or 0)
+                conn.execute("INSERT INTO memories_fts (rowid, tokens, context_tokens) VALUES (?, ?, ?)",
+                             (rowid, tokens, context))
+                if old is not None:
+                    touched.append(int(old[0]))
+                touched.append(rowid)
+            self._log_changes(conn, touched)
+
+    def _log_changes(self, conn: sqlite3.Connection, rows: Sequence[int]) -> None:
+        conn.executemany("INSERT INTO vector_changes (row, op) VALUES (?, 'c')", [(r,) for r in rows])
+        seq = conn.execute("SELECT max(seq) FROM vector_changes").fetchone()[0] or 0
+        if seq % 1000 < len(rows):  # now and then, keep the change log bounded
+            conn.execute("DELETE FROM vector_changes WHERE seq <= ?", (seq - _CHANGE_LOG_KEEP,))
+
+    def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]:
+        if not ids:
+            return []
+        found: dict[str, MemoryItem] = {}
+        for chunk in _chunks(list(dict.fromkeys(ids)), 500):
+            marks = ",".join("?" * len(chunk))
+            for row in self._read("get memories", f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND id IN "
+                                  f"({marks})", [owner, *chunk]):
+                item = _memory(row)
+                found[item.id] = item
+        return [found[i] for i in ids if i in found]
+
+    def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]:
+        out: dict[str, npt.NDArray[np.float32]] = {}
+        for chunk in _chunks(list(dict.fromkeys(ids)), 500):
+            marks = ",".join("?" * len(chunk))
+            for mid, blob in self._read("get vectors", f"SELECT id, vector FROM memories WHERE owner = ? AND "
+                                        f"id IN ({marks})", [owner, *chunk]):
+                out[mid] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def delete(self, ids: Sequence[str], owner: str) -> int:
+        if not ids:
+            return 0
+        deleted = 0
+        with self._write("delete memories") as conn:
+            for chunk in _chunks(list(dict.fromkeys(ids)), 500):
+                marks = ",".join("?" * len(chunk))
+                deleted += self._delete_rows(conn, conn.execute(
+                    f"SELECT rowid, tokens, context_tokens FROM memories WHERE owner = ? AND id IN ({marks})",
+                    [owner, *chunk]).fetchall())
+        return deleted
+
+    def delete_where(self, owner: str, session_id: str | None = None) -> int:
+        with self._write("forget") as conn:
+            if session_id is None:
+                rows = conn.execute("SELECT rowid, tokens, context_tokens FROM memories WHERE owner = ?",
+                                    (owner,)).fetchall()
+                conn.execute("DELETE FROM messages WHERE owner = ?", (owner,))
+                conn.execute("DELETE FROM state WHERE owner = ?", (owner,))
+            else:
+                rows = conn.execute("SELECT rowid, tokens, context_tokens FROM memories WHERE owner = ? AND "
+                                    "session_id = ?", (owner, session_id)).fetchall()
+                conn.execute("DELETE FROM messages WHERE owner = ? AND session_id = ?", (owner, session_id))
+            return self._delete_rows(conn, rows)
+
+    def _delete_rows(self, conn: sqlite3.Connection, rows: list[Any]) -> int:
+        if not rows:
+            return 0
+        conn.executemany("INSERT INTO memories_fts (memories_fts, rowid, tokens, context_tokens) "
+                         "VALUES ('delete', ?, ?, ?)", rows)
+        conn.executemany("DELETE FROM memories WHERE rowid = ?", [(r[0],) for r in rows])
+        self._log_changes(conn, [int(r[0]) for r in rows])
+        return len(rows)
+
+    def list_memories(self, flt: SearchFilter, limit: int = 100, offset: int = 0) -> list[MemoryItem]:
+        where, params = _where(flt)
+        rows = self._read("list memories", f"SELECT {_COLUMNS} FROM memories m WHERE {where} "
+                          "ORDER BY coalesce(occurred_at, created_at) DESC, rowid DESC LIMIT ? OFFSET ?",
+                          [*params, int(limit), int(offset)])
+        return [_memory(r) for r in rows]
+
+    def iter_records(self, batch_size: int = 1000) -> Iterator[MemoryRecord]:
+        last = 0
+        while True:
+            rows = self._read("read memories", f"SELECT rowid, {_COLUMNS}, tokens, context_tokens, vector "
+                              "FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, batch_size))
+            if not rows:
+                return
+            for row in rows:
+                last = row[0]
+                yield MemoryRecord(_memory(row[1:15]), row[15].split(), np.frombuffer(row[17], np.float32),
+                                   row[16].split())
+
+    def count(self, owner: str | None = None) -> int:
+        if owner is None:
+            return int(self._read("count", "SELECT count(*) FROM memories")[0][0])
+        return int(self._read("count", "SELECT count(*) FROM memories WHERE owner = ?", (owner,))[0][0])
+
+    # -------------------------------------------------------------------------------------- search
+    def search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
+                    weights: tuple[float, float] = (1.0, 0.0)) -> list[ScoredId]:
+        terms = sorted({t for t in (fts_token(tok) for tok in tokens) if t.strip("_")})
+        if not terms or limit <= 0:
+            return []
+        # Each term is quoted, so user text can never be read as FTS5 syntax (NEAR, AND, *, -, :).
+        match = " OR ".join(f'"{t}"' for t in terms)
+        if weights[1] <= 0:
+            match = "{tokens} : (" + match + ")"
+        where, params = _where(flt)
+        rows = self._read(
+            "BM25 search",
+            f"SELECT m.id, bm25(memories_fts, ?, ?) AS s FROM memories_fts JOIN memories m "
+            f"ON m.rowid = memories_fts.rowid WHERE memories_fts MATCH ? AND {where} ORDER BY s, m.rowid LIMIT ?",
+            [float(weights[0]), float(max(weights[1], 0.0)), match, *params, int(limit)])
+        return [ScoredId(mid, -float(s)) for mid, s in rows]
+
+    def search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int) -> list[ScoredId]:
+        dim = self._dimension()
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if q.shape != (dim,):
+            raise InputError(f"query vector has {q.size} values; the store holds {dim}-d vectors")
+        if not np.isfinite(q).all():
+            raise InputError("query vector contains NaN or infinity")
+        with self._lock:
+            index = self._sync_index()
+            return index.search(q, _with_now(flt), limit)
+
+    def search_time(self, flt: SearchFilter, limit: int) -> list[ScoredId]:
+        if flt.start is None and flt.end is None:
+            return []
+        where, params = _where(flt)
+        rows = self._read("time search", f"SELECT id FROM memories m WHERE {where} AND occurred_at IS NOT NULL "
+                          "ORDER BY occurred_at DESC, rowid DESC LIMIT ?", [*params, int(limit)])
+        return [ScoredId(r[0], 1.0) for r in rows]
+
+    def _sync_index(self) -> VectorIndex:
+        """Bring the in-memory vector index up to date with the file (others may have written)."""
+        latest = self._conn.execute("SELECT coalesce(max(seq), 0) FROM vector_changes").fetchone()[0]
+        if self._index is not None and latest == self._index_seq:
+            return self._index
+        oldest = self._conn.execute("SELECT min(seq) FROM vector_changes").fetchone()[0]
+        if self._index is None or (oldest is not None and oldest > self._index_seq + 1):
+            index = VectorIndex(self._dimension())
+            for row, item, blob in self._scan_vectors("rowid > 0", ()):
+                index.put(row, RowMeta.of(item), np.frombuffer(blob, dtype=np.float32))
+        else:
+            index = self._index
+            changed = [r[0] for r in self._conn.execute(
+                "SELECT DISTINCT row FROM vector_changes WHERE seq > ?", (self._index_seq,))]
+            for chunk in _chunks(changed, 500):
+                for row in chunk:
+                    index.remove(row)
+                marks = ",".join("?" * len(chunk))
+                for row, item, blob in self._scan_vectors(f"rowid IN ({marks})", chunk):
+                    index.put(row, RowMeta.of(item), np.frombuffer(blob, dtype=np.float32))
+        self._index, self._index_seq = index, int(latest)
+        return index
+
+    def _scan_vectors(self, where: str, params: Sequence[Any]) -> Iterator[tuple[int, MemoryItem, bytes]]:
+        cur = self._conn.execute(f"SELECT rowid, {_COLUMNS}, vector FROM memories WHERE {where}", params)
+        while batch := cur.fetchmany(5000):
+            for row in batch:
+                yield int(row[0]), _memory(row[1:15]), row[15]
+
+    # ---------------------------------------------------------------------------- conversation log
+    def add_messages(self, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        with self._write("append messages") as conn:
+            conn.executemany(
+                "INSERT INTO messages (owner, session_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
+                [(m.owner, m.session_id, m.role, m.text, m.created_at.timestamp()) for m in messages])
+
+    def recent_messages(self, session_id: str, owner: str, limit: int = 20) -> list[Message]:
+        rows = self._read("read messages", "SELECT id, role, text, created_at FROM messages WHERE owner = ? AND "
+                          "session_id = ? ORDER BY id DESC LIMIT ?", (owner, session_id, int(limit)))
+        return [Message(session_id, role, text, datetime.fromtimestamp(ts, UTC), owner, mid)
+                for mid, role, text, ts in reversed(rows)]
+
+    # --------------------------------------------------------------------------------- named state
+    def put_state(self, namespace: str, key: str, value: dict[str, Any], owner: str = "") -> None:
+        payload = json.dumps(value, ensure_ascii=False, default=str)
+        with self._write("save state") as conn:
+            conn.execute("INSERT INTO state (namespace, owner, key, value, updated_at) VALUES (?, ?, ?, ?, ?) "
+                         "ON CONFLICT (namespace, owner, key) DO UPDATE SET value = excluded.value, "
+                         "updated_at = excluded.updated_at", (namespace, owner, key, payload, time.time()))
+
+    def get_state(self, namespace: str, key: str, owner: str = "") -> dict[str, Any] | None:
+        rows = self._read("read state", "SELECT value FROM state WHERE namespace = ? AND owner = ? AND key = ?",
+                          (namespace, owner, key))
+        return dict(json.loads(rows[0][0])) if rows else None
+
+    def list_state(self, namespace: str, owner: str = "") -> list[tuple[str, dict[str, Any]]]:
+        rows = self._read("read state", "SELECT key, value FROM state WHERE namespace = ? AND owner = ? "
+                          "ORDER BY updated_at, key", (namespace, owner))
+        return [(k, dict(json.loads(v))) for k, v in rows]
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    def stats(self) -> StoreStats:
+        (memories, owners, sessions), = self._read(
+            "stats", "SELECT count(*), count(DISTINCT owner), count(DISTINCT session_id) FROM memories")
+        messages = self._read("stats", "SELECT count(*) FROM messages")[0][0]
+        version = self._read("stats", "PRAGMA user_version")[0][0]
+        size = os.path.getsize(self.path) if self.path != ":memory:" and os.path.exists(self.path) else None
+        return StoreStats(int(memories), int(owners), int(sessions), int(messages),
+                          self._model[0] if self._model else None, self._model[1] if self._model else None,
+                          int(version), size)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _split_sql(sql: str) -> list[str]:
+    """Split a script into statements (``sqlite3.complete_statement`` knows where one ends)."""
+    out, buf = [], ""
+    for line in sql.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
+
+
+def _with_now(flt: SearchFilter) -> SearchFilter:
+    if flt.now is not None or flt.include_expired:
+        return flt
+    return replace(flt, now=utcnow())
+
+
+def _where(flt: SearchFilter) -> tuple[str, list[Any]]:
+    clauses = ["m.owner = ?"]
+    params: list[Any] = [flt.owner]
+    if flt.session_id is not None:
+        clauses.append("m.session_id = ?")
+        params.append(flt.session_id)
+    if flt.kinds:
+        clauses.append(f"m.kind IN ({','.join('?' * len(flt.kinds))})")
+        params.extend(str(k) for k in flt.kinds)
+    clauses.append("m.sensitivity <= ?")
+    params.append(int(flt.max_sensitivity))
+    if not flt.include_archived:
+        clauses.append("m.archived = 0")
+    if not flt.include_expired:
+        clauses.append("(m.expires_at IS NULL OR m.expires_at > ?)")
+        params.append((flt.now or utcnow()).timestamp())
+    if flt.start is not None:
+        clauses.append("m.occurred_at >= ?")
+        params.append(flt.start.timestamp())
+    if flt.end is not None:
+        clauses.append("m.occurred_at <= ?")
+        params.append(flt.end.timestamp())
+    return " AND ".join(clauses), params
+
+
+def _memory(row: Sequence[Any]) -> MemoryItem:
+    (owner, mid, session_id, kind, text, reply, occurred, created, expires, archived, sens, source_type,
+     metadata, language) = row
+    return MemoryItem(id=mid, owner=owner, text=text, kind=MemoryKind(kind), session_id=session_id, reply=reply,
+                      occurred_at=_dt(occurred), created_at=_dt(created), expires_at=_dt(expires),
+                      archived=bool(archived), sensitivity=Sensitivity(int(sens)), source_type=source_type,
+                      metadata=json.loads(metadata), language=language)
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+

