@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, normalise_rows
+from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_by_length
 from memroute.errors import ConfigError, DependencyError, EmbeddingError
 
 # The sentence encoders are numpy code that is fastest with one BLAS thread per call on this hardware
@@ -43,10 +43,12 @@ class UseM3Embedder:
             return np.empty((0, self.dimension), dtype=np.float32)
         try:
             with self._lock:
-                out = self._model.encode([t if t.strip() else "." for t in texts])
+                return embed_by_length(self._model.encode, [t if t.strip() else "." for t in texts],
+                                       self.dimension, self.model_id)
+        except EmbeddingError:
+            raise
         except Exception as exc:  # the model package raises whatever numpy raises
             raise EmbeddingError(f"use-m3 failed to embed {len(texts)} text(s): {exc}") from exc
-        return normalise_rows(out, self.dimension, self.model_id)
 
 
 class E5SmallEmbedder:
@@ -67,12 +69,14 @@ class E5SmallEmbedder:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         batch = [t if t.strip() else "." for t in texts]
+        encode = self._model.query if side == "query" else self._model.passage
         try:
             with self._lock:
-                out = self._model.query(batch) if side == "query" else self._model.passage(batch)
+                return embed_by_length(encode, batch, self.dimension, self.model_id)
+        except EmbeddingError:
+            raise
         except Exception as exc:
             raise EmbeddingError(f"e5-small failed to embed {len(texts)} text(s): {exc}") from exc
-        return normalise_rows(out, self.dimension, self.model_id)
 
 
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {

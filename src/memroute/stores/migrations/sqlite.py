@@ -23,21 +23,16 @@ CREATE TABLE memories (
     language     TEXT NOT NULL DEFAULT 'und',
     tokens       TEXT NOT NULL,
     context_tokens TEXT NOT NULL DEFAULT '',
-    vector       BLOB NOT NULL,
     UNIQUE (owner, id)
 );
+
+-- Vectors apart, so that filtering BM25 matches reads narrow rows, not 2 KB blobs.
+CREATE TABLE memory_vectors (rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL);
 CREATE INDEX memories_owner_time ON memories (owner, occurred_at);
 CREATE INDEX memories_owner_session ON memories (owner, session_id);
 
--- BM25 over pre-tokenised text: external-content FTS5 kept in step by the store in the same transaction.
-CREATE VIRTUAL TABLE memories_fts USING fts5 (
-    tokens, context_tokens,
-    content = 'memories', content_rowid = 'rowid',
-    tokenize = "unicode61 remove_diacritics 0 tokenchars '_'"
-);
-
--- Every change to a vector, so other processes can bring their in-memory vector index up to date.
-CREATE TABLE vector_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL, op TEXT NOT NULL);
+-- Every changed row, so that other processes can bring their in-memory search index up to date.
+CREATE TABLE index_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, row INTEGER NOT NULL, op TEXT NOT NULL);
 
 CREATE TABLE messages (
     id          INTEGER PRIMARY KEY,
