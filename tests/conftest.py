@@ -9,11 +9,17 @@ import pytest
 
 from memroute import Memory
 from memroute.embed import CachedEmbedder, get_embedder
+from tests.pg_server import PgServer, pg_server_fixture
 
 
 @pytest.fixture(scope="session")
 def embedder() -> CachedEmbedder:
     return get_embedder("use-m3")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    yield from pg_server_fixture()
 
 
 @pytest.fixture

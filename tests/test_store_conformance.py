@@ -1,4 +1,4 @@
-"""The store contract, run against every backend (SQLite file and SQLite in memory; PostgreSQL joins later).
+"""The store contract, run unchanged against every backend: SQLite (file and in memory) and PostgreSQL.
 
 These tests talk to the Store protocol directly with hand-made vectors: the store never embeds, so the
 contract is independent of any model.
@@ -21,9 +21,12 @@ DIM = 8
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
-@pytest.fixture(params=["sqlite-file", "sqlite-memory"])
+@pytest.fixture(params=["sqlite-file", "sqlite-memory", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = f"sqlite:///{tmp_path / 'c.db'}" if request.param == "sqlite-file" else "sqlite://:memory:"
+    if request.param == "postgres":
+        url = request.getfixturevalue("pg_server").new_database()
+    else:
+        url = f"sqlite:///{tmp_path / 'c.db'}" if request.param == "sqlite-file" else "sqlite://:memory:"
     st = open_store(url)
     st.bind_model("test-model", DIM)
     yield st

@@ -3,6 +3,8 @@
 - ``sqlite:///relative/path.db`` and ``sqlite:////absolute/path.db`` (three slashes, then the path, as in
   SQLAlchemy): the embedded default; add ``?mode=ro`` to open an existing file read-only.
 - ``sqlite://:memory:``: a throw-away store in this process.
+- ``postgresql://user:password@host:5432/dbname``: PostgreSQL 14+ with pgvector
+  (``pip install 'memroute[postgres]'``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ def open_store(url: str, busy_timeout_ms: int = 5000) -> Store:
             raise ConfigError(f"store URL {url!r}: the only option is ?mode=ro (read-only)")
         return SQLiteStore(path, busy_timeout_ms, read_only=query == "mode=ro")
     if url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError("the PostgreSQL store is not part of this release yet; use a sqlite:/// URL")
+        from memroute.stores.postgres import PostgresStore
+
+        return PostgresStore(url)
     raise ConfigError(f"unknown store URL {url!r}; use sqlite:///path/memroute.db, sqlite://:memory: or "
                       "postgresql://user:password@host/dbname")
 

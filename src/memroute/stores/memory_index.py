@@ -7,11 +7,8 @@ BM25 costs ~1.3 µs per matching posting (it looks up every matching row's lengt
 tables stay the source of truth: the index is rebuilt from them on open and kept up to date from their
 change log.
 
-BM25 is Okapi BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009)
-with k1 = 1.2, b = 0.75 and the non-negative IDF log(1 + (N - n + 0.5) / (n + 0.5)) used by Lucene. A
-memory has two fields, its own tokens and its context tokens; a search weighs them (BM25F-style: the
-weighted term frequencies and lengths are summed before saturation). N, n and the average length are
-taken over the whole index (every owner), as in FTS5 and Lucene.
+BM25 is :mod:`memroute.stores.bm25` (Okapi, two weighted fields). N, n and the average length are taken
+over the whole index (every owner), as in FTS5 and Lucene.
 """
 
 from __future__ import annotations
@@ -24,10 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from memroute.stores import bm25
 from memroute.types import MemoryItem, MemoryKind, ScoredId, SearchFilter
 
-K1 = 1.2
-B = 0.75
 _KINDS = {k: i for i, k in enumerate(MemoryKind)}
 _META = ("_alive", "_owner", "_session", "_kind", "_sens", "_occurred", "_expires", "_archived", "_len_own",
          "_len_ctx")
@@ -226,9 +222,8 @@ class MemoryIndex:
                 continue
             slots, tf = slots[use], tf[use]
             dl = w_own * self._len_own[slots] + w_ctx * self._len_ctx[slots]
-            idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
             slot_parts.append(slots)
-            score_parts.append(idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl)))
+            score_parts.append(bm25.term_score(bm25.idf(docs, df), tf, dl, avgdl))
         if not slot_parts:
             return []
         uniq, inverse = np.unique(np.concatenate(slot_parts), return_inverse=True)

@@ -386,6 +386,14 @@ class SQLiteStore:
         return [Message(session_id, role, text, datetime.fromtimestamp(ts, UTC), owner, mid)
                 for mid, role, text, ts in reversed(rows)]
 
+    def iter_messages(self, batch_size: int = 1000) -> Iterator[Message]:
+        last = 0
+        while rows := self._read("read messages", "SELECT id, owner, session_id, role, text, created_at FROM messages "
+                                 "WHERE id > ? ORDER BY id LIMIT ?", (last, batch_size)):
+            for mid, owner, session_id, role, text, ts in rows:
+                last = mid
+                yield Message(session_id, role, text, datetime.fromtimestamp(ts, UTC), owner, mid)
+
     # --------------------------------------------------------------------------------- named state
     def put_state(self, namespace: str, key: str, value: dict[str, Any], owner: str = "") -> None:
         payload = json.dumps(value, ensure_ascii=False, default=str)
@@ -403,6 +411,11 @@ class SQLiteStore:
         rows = self._read("read state", "SELECT key, value FROM state WHERE namespace = ? AND owner = ? "
                           "ORDER BY updated_at, key", (namespace, owner))
         return [(k, dict(json.loads(v))) for k, v in rows]
+
+    def iter_state(self) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+        for namespace, owner, key, value in self._read("read state", "SELECT namespace, owner, key, value FROM state "
+                                                       "ORDER BY namespace, owner, key"):
+            yield namespace, owner, key, dict(json.loads(value))
 
     # ----------------------------------------------------------------------------------- lifecycle
     def stats(self) -> StoreStats:

@@ -1,0 +1,67 @@
+"""PostgreSQL migrations, applied in order on open under an advisory lock (safe from many replicas at once).
+
+The number applied is kept in ``memroute_meta`` under ``schema_version``. The vector column gets its
+dimension, and its HNSW index, when the first embedding model is bound (see ``PostgresStore.bind_model``).
+"""
+
+from __future__ import annotations
+
+M001_INITIAL = """
+CREATE EXTENSION IF NOT EXISTS vector;
+
+CREATE TABLE IF NOT EXISTS memroute_meta (key text PRIMARY KEY, value text NOT NULL);
+
+CREATE TABLE memroute_memories (
+    row_id          bigserial PRIMARY KEY,
+    owner           text NOT NULL,
+    id              text NOT NULL,
+    session_id      text,
+    kind            text NOT NULL,
+    text            text NOT NULL,
+    reply           text,
+    occurred_at     timestamptz,
+    created_at      timestamptz NOT NULL,
+    expires_at      timestamptz,
+    archived        boolean NOT NULL DEFAULT false,
+    sensitivity     smallint NOT NULL DEFAULT 0,
+    source_type     text,
+    metadata        jsonb NOT NULL DEFAULT '{}',
+    language        text NOT NULL DEFAULT 'und',
+    -- memroute's own tokens, space-separated (PostgreSQL has no Japanese or Korean configuration)
+    tokens          text NOT NULL,
+    context_tokens  text NOT NULL DEFAULT '',
+    len_own         integer NOT NULL,
+    len_ctx         integer NOT NULL,
+    tsv_own         tsvector NOT NULL,
+    tsv_ctx         tsvector NOT NULL,
+    embedding       vector NOT NULL,
+    UNIQUE (owner, id)
+);
+CREATE INDEX memroute_memories_owner_time ON memroute_memories (owner, occurred_at);
+CREATE INDEX memroute_memories_owner_session ON memroute_memories (owner, session_id);
+CREATE INDEX memroute_memories_tsv_own ON memroute_memories USING gin (tsv_own);
+CREATE INDEX memroute_memories_tsv_ctx ON memroute_memories USING gin (tsv_ctx);
+
+CREATE TABLE memroute_messages (
+    id          bigserial PRIMARY KEY,
+    owner       text NOT NULL,
+    session_id  text NOT NULL,
+    role        text NOT NULL,
+    text        text NOT NULL,
+    created_at  timestamptz NOT NULL
+);
+CREATE INDEX memroute_messages_session ON memroute_messages (owner, session_id, id);
+
+CREATE TABLE memroute_state (
+    namespace   text NOT NULL,
+    owner       text NOT NULL,
+    key         text NOT NULL,
+    value       jsonb NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, owner, key)
+);
+"""
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "initial", M001_INITIAL),
+)

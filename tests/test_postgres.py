@@ -1,0 +1,162 @@
+"""PostgreSQL-specific behaviour on a real server: copy, bad input, failures, concurrency.
+
+The store contract itself runs against PostgreSQL in test_store_conformance.py.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from memroute import Memory, StoreError
+from memroute.cli import main
+from memroute.embed import CachedEmbedder
+from memroute.stores import MemoryRecord, open_store
+from memroute.stores.copy import store_checksum
+from memroute.types import MemoryItem, SearchFilter
+from tests.pg_server import PgServer
+
+
+def _db_name(url: str) -> str:
+    return url.split("?")[0].rsplit("/", 1)[1]
+
+
+def test_copy_sqlite_to_postgres_and_back(pg_server: PgServer, tmp_path: Path, embedder: CachedEmbedder,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    sqlite_url = f"sqlite:///{tmp_path / 'src.db'}"
+    with Memory.open(sqlite_url, owner="alice", embedder=embedder) as mem:
+        mem.remember_many([{"text": f"note {i} about プロジェクト{i % 3} and 회의 {i % 5}", "session": f"s{i % 4}"}
+                           for i in range(120)])
+        mem.remember("bob's only memory", owner="bob", sensitivity="private")
+        mem.add_message("s1", "user", "hello")
+        mem.store.put_state("route", "s1", {"agent": "travel"}, "alice")
+    pg_url = pg_server.new_database()
+    assert main(["copy", "--from", sqlite_url, "--to", pg_url, "--batch-size", "50", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"memories": 121' in out and '"verified": true' in out
+    back = f"sqlite:///{tmp_path / 'back.db'}"
+    assert main(["copy", "--from", pg_url, "--to", back]) == 0
+    src, pg, dst = open_store(sqlite_url), open_store(pg_url), open_store(back)
+    assert store_checksum(src) == store_checksum(pg) == store_checksum(dst)
+    assert pg.get_state("route", "s1", "alice") == {"agent": "travel"}
+    assert [m.text for m in pg.recent_messages("s1", "alice")] == ["hello"]
+    # The same search answers the same on both backends.
+    with Memory.open(sqlite_url, owner="alice", embedder=embedder) as a, \
+            Memory.open(pg_url, owner="alice", embedder=embedder) as b:
+        for q in ("プロジェクト1", "회의 3", "note 7"):
+            for mode in ("bm25", "vector"):
+                ra = [(h.memory.id, round(h.score, 4)) for h in a.search(q, mode=mode, limit=5)]
+                rb = [(h.memory.id, round(h.score, 4)) for h in b.search(q, mode=mode, limit=5)]
+                assert ra == rb, (q, mode)
+    for st in (src, pg, dst):
+        st.close()
+
+
+def test_copy_resumes(pg_server: PgServer, tmp_path: Path) -> None:
+    src = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    src.bind_model("m", 4)
+    src.upsert([MemoryRecord(MemoryItem(id=f"m{i}", owner="o", text=f"t{i}"), [f"t{i}"],
+                             np.array([1, i, 0, 1], np.float32) / np.sqrt(2 + i * i)) for i in range(30)])
+    pg_url = pg_server.new_database()
+    dst = open_store(pg_url)
+    dst.bind_model("m", 4)
+    dst.upsert(list(src.iter_records())[:20])  # as a copy interrupted after 20 leaves it
+    dst.put_state("copy", src.url, {"memories": 20})
+    from memroute.stores.copy import copy_store
+
+    report = copy_store(src, dst, batch_size=7)
+    assert report.resumed_from == 20 and report.memories == 30
+    assert dst.count() == 30
+
+
+def test_missing_pgvector_is_explained(pg_server: PgServer) -> None:
+    url = pg_server.new_database()
+    name = _db_name(url)
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as conn:
+        conn.execute("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'limited') THEN "
+                     "CREATE ROLE limited LOGIN; END IF; END$$")
+        conn.execute(f"REVOKE CREATE ON DATABASE {name} FROM PUBLIC")
+    limited = url.replace("postgres:@", "limited:@", 1)
+    with pytest.raises(StoreError, match="pgvector"):
+        open_store(limited)
+
+
+def test_unknown_role_is_clear(pg_server: PgServer) -> None:
+    url = pg_server.new_database().replace("postgres:@", "nobody_here:@", 1)
+    with pytest.raises(StoreError, match="nobody_here"):
+        open_store(url)
+
+
+def test_statement_timeout_and_reconnect(pg_server: PgServer) -> None:
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    store.upsert([MemoryRecord(MemoryItem(id="a", owner="o", text="x"), ["x"], np.ones(4, np.float32) / 2)])
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as conn:
+        # the server drops every connection of the store, as a restart or failover would
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                     (_db_name(url),))
+    assert [h.id for h in store.search_bm25(["x"], SearchFilter(owner="o"), 5)] == ["a"]  # reconnected
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {_db_name(url)} SET statement_timeout = 1")
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                     (_db_name(url),))
+    with pytest.raises(StoreError, match="statement_timeout"):
+        for _ in range(50):  # 1 ms: one of these statements is cancelled
+            store.upsert([MemoryRecord(MemoryItem(id="b", owner="o", text="y " * 5000), ["y"] * 5000,
+                                       np.ones(4, np.float32) / 2)])
+            store.stats()
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {_db_name(url)} RESET statement_timeout")
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                     (_db_name(url),))
+    assert store.get(["a"], "o")[0].text == "x"  # nothing half-written
+    assert store.get(["b"], "o") == [] or store.get(["b"], "o")[0].text.startswith("y")
+    store.close()
+
+
+def _worker(url: str, worker: int, seconds: float, result: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    store = open_store(url)
+    store.bind_model("m", 8)
+    rng = np.random.default_rng(worker)
+    written, misses = 0, 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        vec = rng.standard_normal(8).astype(np.float32)
+        vec /= np.linalg.norm(vec)
+        mid = f"w{worker}-{written}"
+        store.upsert([MemoryRecord(MemoryItem(id=mid, owner=f"o{worker % 2}", text=mid), [mid.replace("-", "_")],
+                                   vec)])
+        written += 1
+        flt = SearchFilter(owner=f"o{worker % 2}")
+        if [h.id for h in store.search_bm25([mid.replace("-", "_")], flt, 1)] != [mid]:
+            misses += 1
+        if mid not in [h.id for h in store.search_vector(vec, flt, 5)]:
+            misses += 1
+    store.close()
+    result.put((written, misses))
+
+
+@pytest.mark.slow
+def test_eight_processes_for_a_minute(pg_server: PgServer) -> None:
+    url = pg_server.new_database()
+    open_store(url).close()
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(url, w, 60.0, queue)) for w in range(8)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    written = sum(r[0] for r in results)
+    assert sum(r[1] for r in results) == 0  # every process saw its own writes, in BM25 and vector search
+    store = open_store(url)
+    assert store.count() == written  # nothing lost
+    store.close()
