@@ -1,6 +1,7 @@
 """`memroute bench store`: ingest throughput and BM25 / vector / time-range search latency.
 
-Ingest goes through the whole write path (language detection, tokenisation, embedding with the default
+The store is a new SQLite file per size, or the ``--store`` URL given (emptied of the benchmark's owner
+first). Ingest goes through the whole write path (language detection, tokenisation, embedding with the default
 model without its cache, one SQLite transaction per batch of 256). The memories are real utterances
 (:mod:`memroute.eval.corpus`) when the data folder is there, else template sentences; queries are 200
 further utterances of the same mix that are not in the store. Searches run on one owner holding every
@@ -43,9 +44,11 @@ def _corpus(n: int, queries: int) -> tuple[list[dict[str, Any]], list[str], str]
     return items, texts[n:], source
 
 
-def bench_one(n: int, queries: int, workdir: Path) -> dict[str, Any]:
+def bench_one(n: int, queries: int, workdir: Path, store_url: str | None = None) -> dict[str, Any]:
     items, texts, source = _corpus(n, queries)
-    mem = Memory.open(f"sqlite:///{workdir / f'bench-{n}.db'}", owner="owner-0", embedder=get_embedder().inner)
+    url = store_url or f"sqlite:///{workdir / f'bench-{n}.db'}"
+    mem = Memory.open(url, owner="owner-0", embedder=get_embedder().inner)
+    mem.forget(everything=True)  # a given store is reused from one size to the next
     t0 = time.perf_counter()
     report = mem.remember_many(items, batch_size=256)
     ingest_s = time.perf_counter() - t0
@@ -72,27 +75,41 @@ def bench_one(n: int, queries: int, workdir: Path) -> dict[str, Any]:
         t = time.perf_counter()
         mem.embedder.embed([text], side="query")
         embed.append((time.perf_counter() - t) * 1000)
-    mem.close()
     gc.collect()
-    return {"memories": report.stored, "corpus": source, "ingest_per_s": round(report.stored / ingest_s, 1),
+    hybrid = []
+    for text in texts[:100]:
+        t = time.perf_counter()
+        mem.search(text, mode="hybrid", limit=10)
+        hybrid.append((time.perf_counter() - t) * 1000)
+    backend = mem.store.url.split(":", 1)[0]
+    mem.close()
+    return {"memories": report.stored, "backend": backend, "corpus": source,
+            "hybrid_search_ms": percentiles(hybrid), "ingest_per_s": round(report.stored / ingest_s, 1),
             "bm25_ms": percentiles(bm25), "vector_ms": percentiles(vector), "time_range_ms": percentiles(timed),
             "query_embed_ms": percentiles(embed),
             "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
-def run_store_bench(sizes: list[int], queries: int, as_json: bool = False) -> int:
+def describe(r: dict[str, Any]) -> str:
+    def ms(key: str) -> str:
+        return f"p50 {r[key]['p50']} p95 {r[key]['p95']} ms"
+
+    return (f"{r['backend']} {r['memories']:>8} memories: ingest {r['ingest_per_s']}/s; BM25 {ms('bm25_ms')}; "
+            f"vector {ms('vector_ms')}; hybrid (embed + both + fuse + load) {ms('hybrid_search_ms')}; "
+            f"time-range {ms('time_range_ms')}; query embedding {ms('query_embed_ms')}; max RSS {r['max_rss_mb']} MB"
+            f"\n          corpus: {r['corpus']}")
+
+
+def run_store_bench(sizes: list[int], queries: int, as_json: bool = False, store_url: str | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="memroute-bench-") as tmp:
         for n in sizes:
-            results.append(bench_one(n, queries, Path(tmp)))
+            results.append(bench_one(n, queries, Path(tmp), store_url))
             if not as_json:
-                r = results[-1]
-                print(f"{r['memories']:>8} memories: ingest {r['ingest_per_s']}/s; BM25 p50 {r['bm25_ms']['p50']} "
-                      f"p95 {r['bm25_ms']['p95']} ms; vector p50 {r['vector_ms']['p50']} p95 "
-                      f"{r['vector_ms']['p95']} ms; time-range p50 {r['time_range_ms']['p50']} p95 "
-                      f"{r['time_range_ms']['p95']} ms; query embedding p50 {r['query_embed_ms']['p50']} ms; "
-                      f"max RSS {r['max_rss_mb']} MB\n          corpus: {r['corpus']}", flush=True)
+                print(describe(results[-1]), flush=True)
     command = "memroute bench store --memories " + " ".join(str(n) for n in sizes)
+    if store_url:
+        command += " --store " + ("postgresql://..." if store_url.startswith("postgres") else store_url)
     if as_json:
         emit_json({"command": command, "results": results})
     else:
