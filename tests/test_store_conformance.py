@@ -250,3 +250,27 @@ def test_index_compaction_after_mass_delete(store: Store) -> None:
     assert ids(store.search_vector(vec(2999), flt, 1)) == ["m2999"]
     store.upsert([rec("new", "common fresh", 5)])
     assert ids(store.search_bm25(["fresh"], flt, 5)) == ["new"]
+
+
+def test_filtered_vector_search_is_exact(store: Store) -> None:
+    rng = np.random.default_rng(3)
+    recs = []
+    for i in range(1500):
+        owner = "a" if i % 10 < 8 else "b"
+        v = rng.standard_normal(DIM).astype(np.float32)
+        item = MemoryItem(id=f"m{i}", owner=owner, text="t", created_at=NOW, archived=i % 7 == 0,
+                          session_id=f"s{i % 3}")
+        recs.append(MemoryRecord(item, ["t"], v / np.linalg.norm(v)))
+    store.upsert(recs)
+    for owner, session in (("a", None), ("b", None), ("a", "s1")):
+        flt = SearchFilter(owner=owner, session_id=session)
+        for seed in range(5):
+            q = vec(100 + seed)
+            want = sorted(((float(r.vector @ q), r.memory.id) for r in recs
+                           if r.memory.owner == owner and not r.memory.archived
+                           and (session is None or r.memory.session_id == session)), reverse=True)[:10]
+            got = store.search_vector(q, flt, 10)
+            if "postgres" in store.url:  # HNSW is approximate: most of the exact top 10 must be there
+                assert len(set(ids(got)) & {m for _, m in want}) >= 8
+            else:
+                assert ids(got) == [m for _, m in want]

@@ -14,10 +14,12 @@ over the whole index (every owner), as in FTS5 and Lucene.
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import faiss
 import numpy as np
 import numpy.typing as npt
 
@@ -25,6 +27,9 @@ from memroute.stores import bm25
 from memroute.types import MemoryItem, MemoryKind, ScoredId, SearchFilter
 
 _KINDS = {k: i for i, k in enumerate(MemoryKind)}
+# One search is one query: faiss's OpenMP threads only add contention (48 ms with 2 threads against 9.6 ms
+# with 1 for 100k x 512 on a busy 2-core machine). Concurrent searches still use several cores.
+faiss.omp_set_num_threads(int(os.environ.get("MEMROUTE_FAISS_THREADS", "1")))
 _META = ("_alive", "_owner", "_session", "_kind", "_sens", "_occurred", "_expires", "_archived", "_len_own",
          "_len_ctx")
 
@@ -194,11 +199,23 @@ class MemoryIndex:
         slots = slots[self._mask(slots, flt)]
         if slots.size == 0:
             return []
-        if slots.size * 2 > self._n:
-            scores = (self._matrix[: self._n] @ query)[slots]
-        else:
-            scores = self._matrix[slots] @ query
-        return self._top(slots, scores, limit)
+        if slots.size * 2 <= self._n:  # a small share: score just those rows
+            return self._top(slots, self._matrix[slots] @ query, limit)
+        # Most rows qualify: scan the whole matrix with faiss's SIMD inner products (2-3x numpy's sgemv
+        # here: 7.5 ms against 22 ms for 100k x 512) and keep the best rows that pass the filters, asking
+        # for more until enough do. Exact: every qualifying row above the k-th best of all rows is seen.
+        allowed = np.zeros(self._n, dtype=bool)
+        allowed[slots] = True
+        matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
+        k = min(self._n, limit + 32 + limit * (self._n // max(slots.size, 1)))
+        while True:
+            scores, found = faiss.knn(q, matrix, k, metric=faiss.METRIC_INNER_PRODUCT)
+            found, scores = found[0], scores[0]
+            keep = (found >= 0) & allowed[np.maximum(found, 0)]
+            if int(keep.sum()) >= limit or k >= self._n:
+                # rows tied with the k-th score may be cut at the boundary; re-rank what is kept
+                return self._top(found[keep], scores[keep], limit)
+            k = min(self._n, k * 4)
 
     def search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
                     weights: tuple[float, float] = (1.0, 0.0)) -> list[ScoredId]:
