@@ -76,7 +76,7 @@ def test_cli_analyze_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert {"language", "query_type", "time_range", "keywords", "parts"} <= out.keys()
     code = main(["analyze", "先週の議事録", "--now", "2025-03-12T15:00:00+09:00", "--json"])
     tr = json.loads(capsys.readouterr().out)["time_range"]
-    assert tr["start"] == "2025-03-03T00:00:00+00:00"  # --now is read as UTC, the CLI's time zone
+    assert tr["start"] == "2025-03-03T00:00:00+09:00"  # --now keeps its offset: the user's own week
 
 
 def test_cli_bad_history_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from memroute.analysis.references import Reference, ReferenceType
 from memroute.analysis.timerange import TimeRange
 from memroute.errors import InputError
 from memroute.text import Span, Token, detect_language, get_tokenizer, language_spans
-from memroute.types import Language, Message, as_utc, utcnow
+from memroute.types import Language, Message, utcnow
 
 MAX_CHARS = 10_000
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]")
@@ -145,9 +145,11 @@ def _reference_time(now: datetime | str | None) -> datetime:
     if now is None:
         return utcnow()
     if isinstance(now, str):
-        parsed = as_utc(now)
-        assert parsed is not None
-        return parsed
+        # keep the caller's offset: "last week" starts on Monday in the user's own time zone
+        try:
+            now = datetime.fromisoformat(now.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InputError(f"now is not an ISO 8601 time: {now!r} (example: 2025-03-12T15:00:00+09:00)") from None
     if not isinstance(now, datetime):
         raise InputError(f"now must be a datetime or an ISO 8601 string, not {type(now).__name__}")
     return now if now.tzinfo is not None else now.replace(tzinfo=UTC)

@@ -12,7 +12,6 @@ from typing import Any
 from memroute.analysis import analyze
 from memroute.cli.common import emit_json
 from memroute.errors import InputError
-from memroute.types import as_utc
 
 _BENCH_NOW = datetime(2025, 3, 12, 15, 0, tzinfo=UTC)
 
@@ -67,8 +66,7 @@ def _read_history(path: str) -> list[Any]:
 
 def _analyze(args: argparse.Namespace) -> int:
     history = _read_history(args.history) if args.history else []
-    now = as_utc(args.now) if args.now else None
-    result = analyze(args.text, history, now).to_dict()
+    result = analyze(args.text, history, args.now).to_dict()
     if args.json:
         emit_json(result)
         return 0
