@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from memroute.errors import DependencyError
 from memroute.text.language import language_spans
@@ -22,8 +21,10 @@ from memroute.text.stopwords import ENGLISH_STOPWORDS, JAPANESE_STOP_LEMMAS, KOR
 from memroute.types import Language
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
+    """A NamedTuple rather than a frozen dataclass: tokenisation makes millions, and a tuple is made 4x
+    faster."""
+
     surface: str
     norm: str
     pos: str
@@ -93,7 +94,9 @@ class EnglishTokenizer:
             if lower.isdigit():
                 out.append(Token(surface, lower, "num", "en", start, end, True))
                 continue
-            parts = _CAMEL.findall(surface) if ("_" in surface or _has_inner_upper(surface)) else []
+            # an identifier: snake_case, or an upper-case letter after the first beside lower-case ones
+            inner_upper = surface[1:] != lower[1:] and surface != surface.upper()
+            parts = _CAMEL.findall(surface) if ("_" in surface or inner_upper) else []
             is_stop = lower in ENGLISH_STOPWORDS
             pos = "pron" if lower in _PRONOUNS else ("propn" if surface[:1].isupper() else "other")
             norm = lower if len(parts) > 1 else light_stem(lower)  # identifiers are kept whole, unstemmed
@@ -104,10 +107,6 @@ class EnglishTokenizer:
                     if p not in ENGLISH_STOPWORDS:
                         out.append(Token(part, light_stem(p), "part", "en", start, end, True))
         return out
-
-
-def _has_inner_upper(word: str) -> bool:
-    return any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
 
 
 _PRONOUNS = frozenset(
@@ -170,7 +169,7 @@ class JapaneseTokenizer:
                 lemma = lemma.split("-", 1)[0]  # "プロジェクト-project" -> "プロジェクト"
             if pos in ("noun", "propn") and lemma != surface and _is_katakana(surface):
                 lemma = surface  # UniDic's lemma of a loanword can differ in length marks
-            norm = unicodedata.normalize("NFKC", lemma).lower()
+            norm = (lemma if unicodedata.is_normalized("NFKC", lemma) else unicodedata.normalize("NFKC", lemma)).lower()
             if pos == "other" and surface.isascii():
                 norm = surface.lower()
                 pos = "propn" if surface.isalnum() else "symbol"
