@@ -1,0 +1,195 @@
+"""The ``LLM`` protocol and one client for OpenAI-compatible chat completions.
+
+OpenAI, vLLM, llama.cpp's server, Ollama (``/v1``) and most corporate gateways speak the same
+``POST {base_url}/chat/completions`` protocol. The client pools connections (httpx), retries only what
+retrying can fix (429 and 5xx, and connections that failed before a byte was answered) with exponential
+backoff inside the call's deadline, never reads more than ``max_response_bytes`` of an answer, and turns
+every failure into an :class:`LLMError` saying which one it was, so that a caller can fall back to its
+rule-based result and record why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from memroute.errors import ConfigError, MemrouteError
+
+
+class LLMError(MemrouteError):
+    """An LLM call failed; ``reason`` is one of: timeout, connection, http_<status>, not_openai, too_large."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    attempts: int
+
+
+class LLM(Protocol):
+    model: str
+
+    def complete(self, messages: list[dict[str, str]], *, json_mode: bool = True, max_tokens: int = 512,
+                 timeout_s: float | None = None) -> Completion: ...
+
+    async def acomplete(self, messages: list[dict[str, str]], *, json_mode: bool = True, max_tokens: int = 512,
+                        timeout_s: float | None = None) -> Completion: ...
+
+
+_RETRY_STATUS = {429, 500, 502, 503, 504}
+
+
+class OpenAICompatibleLLM:
+    """Chat completions over HTTP. ``api_key`` is required for api.openai.com and optional elsewhere."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 5.0,
+                 retries: int = 2, backoff_s: float = 0.25, max_response_bytes: int = 2_000_000,
+                 temperature: float = 0.0) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"LLM base URL {base_url!r} must start with http:// or https:// "
+                              "(e.g. http://localhost:11434/v1 for Ollama)")
+        if not model:
+            raise ConfigError("an LLM needs a model name (MEMROUTE_LLM_MODEL)")
+        if "api.openai.com" in base_url and not api_key:
+            raise ConfigError("api.openai.com needs an API key: set MEMROUTE_LLM_API_KEY (or OPENAI_API_KEY)")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.max_response_bytes = max_response_bytes
+        self.temperature = temperature
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        limits = httpx.Limits(max_connections=16, max_keepalive_connections=8)
+        self._client = httpx.Client(limits=limits, headers=self._headers)
+        self._aclient: httpx.AsyncClient | None = None
+        self._json_mode_supported = True
+
+    def _payload(self, messages: list[dict[str, str]], json_mode: bool, max_tokens: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
+                                "temperature": self.temperature, "stream": False}
+        if json_mode and self._json_mode_supported:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    # ---------------------------------------------------------------------------------------------- sync
+    def complete(self, messages: list[dict[str, str]], *, json_mode: bool = True, max_tokens: int = 512,
+                 timeout_s: float | None = None) -> Completion:
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s")
+            try:
+                status, raw = self._post(self._payload(messages, json_mode, max_tokens), remaining)
+            except httpx.TimeoutException:
+                raise LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s"
+                               ) from None
+            except httpx.TransportError as exc:
+                if attempt <= self.retries and self._sleep_before_retry(attempt, deadline):
+                    continue
+                raise LLMError("connection", f"{self.base_url}: cannot connect ({exc})") from exc
+            if status == 400 and json_mode and self._json_mode_supported and b"response_format" in raw:
+                self._json_mode_supported = False  # an older server: ask for JSON in the prompt only
+                continue
+            if status in _RETRY_STATUS and attempt <= self.retries and self._sleep_before_retry(attempt, deadline):
+                continue
+            return self._completion(status, raw, started, attempt)
+
+    def _post(self, body: dict[str, Any], timeout: float) -> tuple[int, bytes]:
+        with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body,
+                                 timeout=httpx.Timeout(timeout)) as response:
+            return response.status_code, self._read_capped(response.iter_bytes())
+
+    def _read_capped(self, chunks: Any) -> bytes:
+        buf = bytearray()
+        for chunk in chunks:
+            buf += chunk
+            if len(buf) > self.max_response_bytes:
+                raise LLMError("too_large", f"{self.base_url}: answer larger than {self.max_response_bytes:,} bytes")
+        return bytes(buf)
+
+    def _sleep_before_retry(self, attempt: int, deadline: float) -> bool:
+        pause = self.backoff_s * (2 ** (attempt - 1))
+        if time.monotonic() + pause >= deadline:
+            return False
+        time.sleep(pause)
+        return True
+
+    # --------------------------------------------------------------------------------------------- async
+    async def acomplete(self, messages: list[dict[str, str]], *, json_mode: bool = True, max_tokens: int = 512,
+                        timeout_s: float | None = None) -> Completion:
+        if self._aclient is None:
+            self._aclient = httpx.AsyncClient(limits=httpx.Limits(max_connections=16), headers=self._headers)
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s")
+            try:
+                async with self._aclient.stream("POST", f"{self.base_url}/chat/completions",
+                                                json=self._payload(messages, json_mode, max_tokens),
+                                                timeout=httpx.Timeout(remaining)) as response:
+                    buf = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        buf += chunk
+                        if len(buf) > self.max_response_bytes:
+                            raise LLMError("too_large",
+                                           f"{self.base_url}: answer larger than {self.max_response_bytes:,} bytes")
+                    status, raw = response.status_code, bytes(buf)
+            except httpx.TimeoutException:
+                raise LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s"
+                               ) from None
+            except httpx.TransportError as exc:
+                pause = self.backoff_s * (2 ** (attempt - 1))
+                if attempt <= self.retries and time.monotonic() + pause < deadline:
+                    await asyncio.sleep(pause)
+                    continue
+                raise LLMError("connection", f"{self.base_url}: cannot connect ({exc})") from exc
+            if status in _RETRY_STATUS and attempt <= self.retries:
+                pause = self.backoff_s * (2 ** (attempt - 1))
+                if time.monotonic() + pause < deadline:
+                    await asyncio.sleep(pause)
+                    continue
+            return self._completion(status, raw, started, attempt)
+
+    # ------------------------------------------------------------------------------------------ parsing
+    def _completion(self, status: int, raw: bytes, started: float, attempts: int) -> Completion:
+        if status != 200:
+            snippet = raw[:200].decode("utf-8", "replace")
+            raise LLMError(f"http_{status}", f"{self.base_url} answered HTTP {status}: {snippet}")
+        try:
+            data = json.loads(raw)
+            text = data["choices"][0]["message"]["content"]
+            if not isinstance(text, str):
+                raise TypeError("content is not a string")
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LLMError("not_openai", f"{self.base_url} did not answer in the OpenAI chat-completions format "
+                                         f"({exc}); is it an OpenAI-compatible endpoint (often ending in /v1)?"
+                           ) from exc
+        usage = data.get("usage") or {}
+        return Completion(text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                          (time.monotonic() - started) * 1000, attempts)
+
+    def close(self) -> None:
+        self._client.close()
