@@ -50,8 +50,20 @@ class QueryAnalysis:
     keywords: list[str]
     named_entities: list[str]
     parts: list[str]
-    intent: Intent
-    question_category: QuestionCategory | None
+
+    # Intent and question category matter to guided code investigation only: computed when asked for,
+    # not on every turn of every conversation.
+    @property
+    def intent(self) -> Intent:
+        return classify_intent(self.text, self._languages)
+
+    @property
+    def question_category(self) -> QuestionCategory | None:
+        return question_category(self.text, self._languages)
+
+    @property
+    def _languages(self) -> frozenset[str]:
+        return frozenset(s.language for s in self.spans) & _LANGS
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,8 +140,6 @@ def analyze(text: str, recent_messages: Iterable[Message | Mapping[str, Any]] | 
         keywords=extract_keywords(tokens, entities, time_spans),
         named_entities=[e.surface for e in entities],
         parts=parts,
-        intent=classify_intent(clean, languages),
-        question_category=question_category(clean, languages),
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from memroute.errors import InputError
@@ -64,5 +65,10 @@ def _turn(index: int, item: object) -> Turn:
     if not isinstance(role, str):
         raise InputError(f"recent_messages[{index}] has a {type(role).__name__} 'role': expected 'user' or "
                          "'assistant'")
-    clean = unicodedata.normalize("NFKC", text[:MAX_TURN_CHARS])
-    return Turn(role.strip().lower(), clean)
+    return Turn(role.strip().lower(), _normalise(text[:MAX_TURN_CHARS]))
+
+
+@lru_cache(maxsize=4096)
+def _normalise(text: str) -> str:
+    """NFKC of a history turn; cached, since each turn comes back with every later turn of its conversation."""
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
