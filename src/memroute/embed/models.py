@@ -18,10 +18,12 @@ import numpy as np
 
 from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_by_length
 from memroute.errors import ConfigError, DependencyError, EmbeddingError
+from memroute.runtime import limit_threads
 
-# The sentence encoders are numpy code that is fastest with one BLAS thread per call on this hardware
-# class; several calls can still run at once from different threads.
+# The sentence encoders are numpy code, fastest with one BLAS thread per call (see memroute.runtime);
+# several calls can still run at once from different threads.
 _THREADS = int(os.environ.get("MEMROUTE_EMBED_THREADS", "1"))
+limit_threads()
 
 
 class UseM3Embedder:

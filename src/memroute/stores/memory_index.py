@@ -14,7 +14,6 @@ over the whole index (every owner), as in FTS5 and Lucene.
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,13 +22,12 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
+from memroute.runtime import limit_threads
 from memroute.stores import bm25
 from memroute.types import MemoryItem, MemoryKind, ScoredId, SearchFilter
 
 _KINDS = {k: i for i, k in enumerate(MemoryKind)}
-# One search is one query: faiss's OpenMP threads only add contention (48 ms with 2 threads against 9.6 ms
-# with 1 for 100k x 512 on a busy 2-core machine). Concurrent searches still use several cores.
-faiss.omp_set_num_threads(int(os.environ.get("MEMROUTE_FAISS_THREADS", "1")))
+limit_threads()
 _META = ("_alive", "_owner", "_session", "_kind", "_sens", "_occurred", "_expires", "_archived", "_len_own",
          "_len_ctx")
 
