@@ -230,3 +230,14 @@ async def test_async_memory(db_url: str, embedder: CachedEmbedder) -> None:
     assert (await mem.search("hello", mode="bm25"))[0].memory.id == item.id
     assert await mem.forget(item.id) == 1
     await mem.close()
+
+
+def test_embed_text_is_what_gets_embedded(memory: Memory) -> None:
+    plain = memory.remember("Sounds good, see you then!")
+    framed = memory.remember("Sounds good, see you then!", embed_text="Dinner at the sushi place in Osaka on Friday? "
+                             "Sounds good, see you then!")
+    hits = memory.search("sushi dinner in Osaka", mode="vector", limit=2)
+    assert hits[0].memory.id == framed.id and hits[1].memory.id == plain.id
+    assert memory.get(framed.id).text == "Sounds good, see you then!"  # the stored text is unchanged
+    with pytest.raises(InputError):
+        memory.remember("x", embed_text="   ")

@@ -16,6 +16,9 @@ from typing import Any
 from memroute.config import Settings
 from memroute.embed import Embedder, get_embedder
 from memroute.errors import InputError, NotFoundError
+from memroute.retrieval import Recall, RecallOptions
+from memroute.retrieval import recall as _recall
+from memroute.retrieval.fusion import rrf
 from memroute.stores import MemoryRecord, Store, StoreStats, open_store
 from memroute.text import detect_language, tokenize
 from memroute.types import (
@@ -84,16 +87,19 @@ class Memory:
                  occurred_at: datetime | str | None = None, expires_at: datetime | str | None = None,
                  sensitivity: Sensitivity | str | int = Sensitivity.PUBLIC, source_type: str | None = None,
                  metadata: Mapping[str, Any] | None = None, id: str | None = None,
-                 context: str | None = None) -> MemoryItem:
+                 context: str | None = None, embed_text: str | None = None) -> MemoryItem:
         """Store one memory and index it; returns it as stored.
 
         ``context`` is optional surrounding text (e.g. neighbouring turns) indexed for BM25 with a lower
-        weight than the memory's own words. Storing an existing id replaces that memory everywhere.
+        weight than the memory's own words. ``embed_text``, if given, is embedded instead of the memory's
+        text: a chat turn embedded with the turns around it is found far more often by meaning (vector-only
+        recall@5 on LoCoMo: 0.16 for the bare turn, 0.42 with one turn on each side). Storing an existing id
+        replaces that memory everywhere.
         """
         item = self._build(dict(text=text, session_id=session, kind=kind, reply=reply, occurred_at=occurred_at,
                                 expires_at=expires_at, sensitivity=sensitivity, source_type=source_type,
                                 metadata=metadata or {}, id=id), owner)
-        self.store.upsert(self._records([item], [context]))
+        self.store.upsert(self._records([item], [context], [embed_text]))
         return item
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, owner: str | None = None,
@@ -102,8 +108,8 @@ class Memory:
         """Store many memories in batches (one transaction per batch).
 
         Each item is a mapping with ``text`` and optionally the keyword arguments of :meth:`remember`
-        (``session`` or ``session_id``, ``owner``, ``context``). With ``skip_invalid`` a bad item is reported
-        and skipped; without it, the first bad item raises before its batch is written.
+        (``session`` or ``session_id``, ``owner``, ``context``, ``embed_text``). With ``skip_invalid`` a bad
+        item is reported and skipped; without it, the first bad item raises before its batch is written.
         """
         from tqdm import tqdm
 
@@ -111,6 +117,7 @@ class Memory:
         stored = 0
         batch: builtins.list[MemoryItem] = []
         contexts: builtins.list[str | None] = []
+        embed_texts: builtins.list[str | None] = []
         bar = tqdm(desc="remember", unit="mem", disable=not show_progress)
         for pos, raw in enumerate(items):
             try:
@@ -119,19 +126,21 @@ class Memory:
                 if "session" in fields:
                     fields["session_id"] = fields.pop("session")
                 context = fields.pop("context", None)
+                embed_text = fields.pop("embed_text", None)
                 batch.append(self._build(fields, item_owner))
                 contexts.append(context)
+                embed_texts.append(embed_text)
             except (InputError, TypeError) as exc:
                 if not skip_invalid:
                     raise InputError(f"item {pos}: {exc}") from exc
                 rejected.append((pos, str(exc)))
             if len(batch) >= batch_size:
-                self.store.upsert(self._records(batch, contexts))
+                self.store.upsert(self._records(batch, contexts, embed_texts))
                 stored += len(batch)
                 bar.update(len(batch))
-                batch, contexts = [], []
+                batch, contexts, embed_texts = [], [], []
         if batch:
-            self.store.upsert(self._records(batch, contexts))
+            self.store.upsert(self._records(batch, contexts, embed_texts))
             stored += len(batch)
             bar.update(len(batch))
         bar.close()
@@ -140,17 +149,18 @@ class Memory:
     def update(self, id: str, *, owner: str | None = None, **changes: Any) -> MemoryItem:
         """Change fields of a memory; changing its text re-indexes it everywhere in one transaction."""
         owner = owner or self.owner
-        unknown = set(changes) - (_FIELDS - {"id"}) - {"session", "context"}
+        unknown = set(changes) - (_FIELDS - {"id"}) - {"session", "context", "embed_text"}
         if unknown:
             raise InputError(f"cannot update {', '.join(sorted(unknown))}; fields: {', '.join(sorted(_FIELDS))}")
         current = self.get(id, owner=owner)
         if "session" in changes:
             changes["session_id"] = changes.pop("session")
         context = changes.pop("context", None)
+        embed_text = changes.pop("embed_text", None)
         fields = {f: getattr(current, f) for f in _FIELDS}
         fields.update(changes)
         item = self._build(fields, owner)
-        self.store.upsert(self._records([item], [context]))
+        self.store.upsert(self._records([item], [context], [embed_text]))
         return item
 
     def forget(self, id: str | Sequence[str] | None = None, *, session: str | None = None,
@@ -237,6 +247,23 @@ class Memory:
         return [Hit(items[i], score, {n: per_source[n][i] for n in per_source if i in per_source[n]})
                 for i, score in top if i in items]
 
+    def recall(self, text: str, *, session: str | None = None, owner: str | None = None,
+               recent_messages: Iterable[Message | Mapping[str, Any]] | None = None,
+               now: datetime | str | None = None, options: RecallOptions | None = None) -> Recall:
+        """The memories that matter for this turn, ready for a prompt, with a trace (SPEC section 4).
+
+        ``session`` is the conversation the message belongs to: when ``recent_messages`` is not given, its
+        last turns are read from the conversation log. Memories of every session of the owner are searched
+        (``options.session`` narrows that). ``now`` is when the message is sent (default: the clock).
+        """
+        owner = owner or self.owner
+        text = _clean_text(text, self.settings.max_text_chars, allow_empty=True)
+        opts = options or RecallOptions()
+        if recent_messages is None and session is not None and opts.recent_turns > 0:
+            recent_messages = self.store.recent_messages(session, owner, opts.recent_turns)
+        return _recall(self.store, self.embedder, text, owner=owner, recent_messages=recent_messages, now=now,
+                       options=opts)
+
     def stats(self) -> StoreStats:
         return self.store.stats()
 
@@ -271,19 +298,15 @@ class Memory:
             sensitivity=Sensitivity.parse(fields.get("sensitivity") or 0), source_type=fields.get("source_type"),
             metadata=dict(metadata), language=detect_language(text))
 
-    def _records(self, items: Sequence[MemoryItem], contexts: Sequence[str | None]) -> builtins.list[MemoryRecord]:
-        vectors = self.embedder.embed([m.full_text[:EMBED_CHARS] for m in items], side="passage")
+    def _records(self, items: Sequence[MemoryItem], contexts: Sequence[str | None],
+                 embed_texts: Sequence[str | None]) -> builtins.list[MemoryRecord]:
+        for e in embed_texts:
+            if e is not None:
+                _clean_text(e, self.settings.max_text_chars)
+        texts = [(e or m.full_text)[:EMBED_CHARS] for m, e in zip(items, embed_texts, strict=True)]
+        vectors = self.embedder.embed(texts, side="passage")
         return [MemoryRecord(m, tokenize(m.full_text), v, tokenize(c) if c else ())
                 for m, v, c in zip(items, vectors, contexts, strict=True)]
-
-
-def rrf(lists: Iterable[Sequence[ScoredId]], k: int = 60) -> dict[str, float]:
-    """Reciprocal Rank Fusion (Cormack, Clarke & Büttcher, SIGIR 2009): sum of 1 / (k + rank)."""
-    fused: dict[str, float] = {}
-    for hits in lists:
-        for rank, hit in enumerate(hits, start=1):
-            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (k + rank)
-    return fused
 
 
 def _clean_text(value: Any, max_chars: int, allow_empty: bool = False) -> str:
@@ -335,6 +358,9 @@ class AsyncMemory:
 
     async def search(self, text: str, **kwargs: Any) -> builtins.list[Hit]:
         return await asyncio.to_thread(self.sync.search, text, **kwargs)
+
+    async def recall(self, text: str, **kwargs: Any) -> Recall:
+        return await asyncio.to_thread(self.sync.recall, text, **kwargs)
 
     async def stats(self) -> StoreStats:
         return await asyncio.to_thread(self.sync.stats)

@@ -10,12 +10,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from memroute.cli import analysis_cmd, memory_cmds
+from memroute.cli import analysis_cmd, memory_cmds, recall_cmd, route_cmd, store_cmds
 from memroute.cli.common import COMMAND_GROUPS, Group
 from memroute.errors import MemrouteError
 
-# Modules that register commands; each has ``register(parser_factory)``.
-_MODULES = (memory_cmds, analysis_cmd)
+# Modules that register commands; each has ``register(sub, groups)``.
+_MODULES = (memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,163 @@
+"""`memroute route`, `memroute fit`, `memroute eval route`, `memroute eval intents`, `memroute bench route`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from memroute.cli.common import add_common, emit_json, settings_from
+from memroute.errors import InputError
+
+DEFAULT_CATALOGUES = ("agents.toml", "agents.yaml", "agents.yml", "agents.json")
+
+
+def register(sub: Any, groups: dict[str, Any]) -> None:
+    p = sub.add_parser("route", help="route a message to an agent of a catalogue",
+                       description="Route TEXT to the best agent of a catalogue. With --session the "
+                       "conversation so far is used and the session's route is kept in the store.")
+    p.add_argument("text", metavar="TEXT")
+    p.add_argument("--session", help="session id: route in the conversation (state kept in the store)")
+    p.add_argument("--agents", help="catalogue file (TOML/YAML/JSON); default ./agents.toml|yaml|json")
+    p.add_argument("--top-k", type=int, default=3, help="how many candidates to show (default 3)")
+    p.add_argument("--thresholds", help="calibration file written by `memroute fit`")
+    add_common(p)
+    p.set_defaults(handler=_route)
+
+    f = sub.add_parser("fit", help="choose confidence thresholds from labelled examples",
+                       description="Fit the confidence weights and no-route thresholds on labelled examples "
+                       "(JSON Lines with text and label; an empty label, oos or OOD means 'no route').")
+    f.add_argument("--agents", required=True, help="catalogue file (TOML/YAML/JSON)")
+    f.add_argument("--examples", required=True, help="JSON Lines: {\"text\": ..., \"label\": agent id or oos}")
+    f.add_argument("--out", default="thresholds.json", help="where to write the calibration (thresholds.json)")
+    f.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    f.set_defaults(handler=_fit)
+
+    e = groups["eval"].add("route", "replay routing dialogues (SGD, MultiWOZ, JMultiWOZ-TC) turn by turn")
+    e.add_argument("--data", required=True, help="routing set (JSON Lines, one record per user turn)")
+    e.add_argument("--candidates", required=True, help="services.jsonl or tools.jsonl describing the candidates")
+    e.add_argument("--split", help="candidate split to use (default: the data file's name, e.g. dev)")
+    e.add_argument("--limit", type=int, help="only the first N dialogues")
+    e.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    e.set_defaults(handler=_eval_route)
+
+    i = groups["eval"].add("intents", "intent classification as routing (CLINC150, BANKING77, Korean)")
+    i.add_argument("--train", required=True, help="training utterances (become the agents' examples)")
+    i.add_argument("--test", help="test utterances; without it a deterministic --holdout of --train is used")
+    i.add_argument("--holdout", type=float, default=0.2, help="share of --train held out when no --test (0.2)")
+    i.add_argument("--limit", type=int, help="only the first N test utterances")
+    i.add_argument("--no-fit", action="store_true", help="do not fit thresholds (never answer no-route)")
+    i.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    i.set_defaults(handler=_eval_intents)
+
+    b = groups["bench"].add("route", "routing latency at N agents, with semantic-router side by side")
+    b.add_argument("--agents", type=int, action="append", help="number of agents (repeatable; default 100)")
+    b.add_argument("--queries", type=int, default=300, help="messages routed per size (default 300)")
+    b.add_argument("--semantic-router-python", metavar="PYTHON",
+                   help="python of a separate environment with semantic-router and memroute installed; "
+                   "runs semantic-router on the same agents and messages (never installed beside memroute)")
+    b.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    b.set_defaults(handler=_bench_route)
+
+
+def _catalogue(path: str | None) -> Any:
+    from memroute.routing import load_catalogue
+
+    if path:
+        return load_catalogue(path)
+    for name in DEFAULT_CATALOGUES:
+        if Path(name).is_file():
+            return load_catalogue(name)
+    raise InputError("no agent catalogue: pass --agents FILE (TOML/YAML/JSON) or create ./agents.toml")
+
+
+def _route(args: argparse.Namespace) -> int:
+    from memroute.routing import AgentRouter, Calibration, ConversationRouter
+
+    agents = _catalogue(args.agents)
+    calibration = Calibration.load(args.thresholds) if args.thresholds else None
+    router = AgentRouter(calibration=calibration)
+    if args.session:
+        from memroute.memory import Memory
+
+        settings = settings_from(args)
+        with Memory.open(settings.store, owner=settings.owner, embedder=router.embedder) as memory:
+            decision = ConversationRouter(memory, agents, router=router, candidates=args.top_k).route(
+                args.text, args.session)
+        if args.json:
+            emit_json(decision.as_dict())
+        else:
+            name = decision.agent.id if decision.agent else "(no route)"
+            print(f"{name}\t{decision.action}\tconfidence {decision.confidence:.2f}\n  {decision.reason}")
+            for c in decision.candidates:
+                print(f"  {c.rank}. {c.agent.id}\tscore {c.score:.3f}")
+        return 0
+    out = router.route(args.text, agents, top_k=args.top_k, include_scores=True)
+    if args.json:
+        emit_json(out.as_dict())
+    else:
+        print(f"{out.agent.id if out.agent else '(no route)'}\tconfidence {out.confidence:.2f}\n  {out.reason}")
+        for s in out.scores:
+            parts = ", ".join(f"{x.name} {x.score:.2f}" for x in s.strategies)
+            print(f"  {s.rank}. {s.agent.id}\tscore {s.score:.3f}\t({parts})")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from memroute.eval.datasets import is_out_of_scope, read_jsonl
+    from memroute.routing import AgentRouter, LabelledExample, fit
+
+    agents = _catalogue(args.agents)
+    examples = []
+    for rec in read_jsonl(args.examples):
+        if "text" not in rec:
+            raise InputError(f"{args.examples}: every line needs a text (and a label: an agent id or oos)")
+        label = str(rec.get("label", rec.get("agent", "")) or "")
+        examples.append(LabelledExample(str(rec["text"]), None if not label or is_out_of_scope(label) else label))
+    report = fit(AgentRouter(), agents, examples)
+    report.calibration.save(args.out)
+    if args.json:
+        emit_json({**report.as_dict(), "out": args.out})
+    else:
+        c = report.calibration
+        print(f"wrote {args.out}: threshold {c.threshold:.3f}, {len(c.agent_thresholds)} per-agent threshold(s)")
+        print(f"  accuracy {report.accuracy_before:.3f} -> {report.accuracy_after:.3f} on {report.examples} "
+              f"held-out examples (in-scope {report.in_scope_accuracy:.3f}, out-of-scope recall "
+              f"{report.out_of_scope_recall:.3f})")
+    return 0
+
+
+def _eval_route(args: argparse.Namespace) -> int:
+    from memroute.eval.route_eval import run_route_eval
+
+    report = run_route_eval(args.data, args.candidates, split=args.split, limit=args.limit,
+                            show_progress=not args.json)
+    if args.json:
+        emit_json(report.as_dict())
+    else:
+        print(json.dumps(report.as_dict(), indent=2))
+    return 0
+
+
+def _eval_intents(args: argparse.Namespace) -> int:
+    from memroute.eval.intents_eval import run_intents_eval
+
+    report = run_intents_eval(args.train, args.test, holdout=args.holdout, limit=args.limit,
+                              fit_thresholds=not args.no_fit)
+    if args.json:
+        emit_json(report.as_dict())
+    else:
+        print(json.dumps(report.as_dict(), indent=2))
+    return 0
+
+
+def _bench_route(args: argparse.Namespace) -> int:
+    from memroute.eval.route_eval import run_route_bench
+
+    results = run_route_bench(args.agents or [100], args.queries, args.semantic_router_python)
+    if args.json:
+        emit_json(results)
+    else:
+        print(json.dumps(results, indent=2))
+    return 0

@@ -1,0 +1,141 @@
+"""`memroute bench recall`: latency of a full recall without LLM at 10k, 100k and 1M memories.
+
+A full recall is what ``Memory.recall`` does per turn: analysis, query embedding (use-m3), vector and
+BM25 search (exact: numpy brute force and the in-memory BM25 index), fusion, dedupe, decay, the local
+reranker, the decision and the memory pack. One owner holds every memory (the hardest case for the
+filters); queries are 200 further texts of the same mix, not in the store, asked with no history.
+
+How the memories are made:
+- Texts: real utterances (SGD en, RealPersonaChat ja, kochat ko; 50 / 25 / 25) via
+  :mod:`memroute.eval.corpus` when the data folder is there, else template sentences; dates spread over
+  two years, 200 sessions.
+- The first ``pool`` memories (default 20,000, or all of N if smaller) go through the whole write path
+  (``remember_many``: language, tokens, embedding, SQLite): that is the ingest rate reported.
+- Beyond the pool (100k, 1M), memory i reuses pool text ``i % pool`` and its tokens, with the pool
+  vector plus Gaussian noise (sigma 0.02 per dimension: cosine ~0.9 to its source, so neighbourhoods stay
+  realistic and no two vectors are equal), written with ``Store.upsert`` directly. Embedding 1M texts
+  would take ~13 minutes of both cores and measure the encoder, not the recall.
+RSS is the process's peak resident memory (``ru_maxrss``) after the searches.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import tempfile
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memroute.cli.common import emit_json
+from memroute.embed import get_embedder
+from memroute.eval.corpus import real_texts
+from memroute.eval.synthetic import synthetic_memories, synthetic_queries
+from memroute.memory import Memory
+from memroute.retrieval import RecallOptions
+from memroute.stores import MemoryRecord
+from memroute.text import tokenize
+
+NOISE = 0.02
+NOW = datetime(2027, 1, 2, tzinfo=UTC)
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    arr = np.asarray(samples)
+    return {"p50": round(float(np.percentile(arr, 50)), 2), "p95": round(float(np.percentile(arr, 95)), 2)}
+
+
+def bench_recall(n: int, queries: int = 200, pool: int = 20_000, workdir: Path | None = None,
+                 options: RecallOptions | None = None) -> dict[str, Any]:
+    pool = min(pool, n)
+    texts, source = real_texts(pool + queries)
+    items = list(synthetic_memories(pool))
+    if texts:
+        items = [{**it, "text": t} for it, t in zip(items, texts[:pool], strict=True)]
+        asks = texts[pool:]
+    else:
+        source, asks = "template sentences (no data folder)", synthetic_queries(queries)
+    tmp = tempfile.TemporaryDirectory(prefix="memroute-bench-recall-") if workdir is None else None
+    root = Path(tmp.name) if tmp is not None else Path(workdir or ".")
+    # the uncached model: a process-wide cache would serve a larger run's pool and queries from memory
+    mem = Memory.open(f"sqlite:///{root / f'recall-{n}.db'}", owner="owner-0", embedder=get_embedder().inner)
+    try:
+        t0 = time.perf_counter()
+        mem.remember_many(items, batch_size=256)
+        ingest_s = time.perf_counter() - t0
+        bulk_s = 0.0
+        if n > pool:
+            t0 = time.perf_counter()
+            _bulk(mem, items, n, pool)
+            bulk_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        mem.recall("warm-up: load the index", now=NOW, options=options)
+        load_s = time.perf_counter() - t0
+        totals: list[float] = []
+        stages: dict[str, list[float]] = {}
+        empty = 0
+        for q in asks:
+            t = time.perf_counter()
+            r = mem.recall(q, now=NOW, options=options)
+            r.memory_pack()
+            totals.append((time.perf_counter() - t) * 1000)
+            empty += not r.memories
+            for k, v in r.trace.stages_ms.items():
+                stages.setdefault(k, []).append(v)
+        count = mem.store.count()
+    finally:
+        mem.close()
+        if tmp is not None:
+            tmp.cleanup()
+    gc.collect()
+    return {"memories": count, "corpus": source, "pool_embedded": pool,
+            "ingest_per_s": round(pool / ingest_s, 1), "bulk_load_s": round(bulk_s, 1),
+            "index_load_s": round(load_s, 2), "recall_ms": _percentiles(totals),
+            "stages_ms": {k: _percentiles(v) for k, v in stages.items()}, "empty_answers": empty,
+            "queries": len(asks), "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def _bulk(mem: Memory, items: list[dict[str, Any]], n: int, pool: int) -> None:
+    """Memories ``pool..n``: pool texts and tokens again, with perturbed pool vectors."""
+    owner = mem.owner
+    base = mem.list(limit=pool, owner=owner)
+    by_id = {m.id: m for m in base}
+    ids = [it["id"] for it in items]
+    vecs = mem.store.get_vectors(ids, owner)
+    toks = {i: tokenize(by_id[i].full_text) for i in ids}
+    rng = np.random.default_rng(17)
+    batch: list[MemoryRecord] = []
+    for i in range(pool, n):
+        src = by_id[ids[i % pool]]
+        v = vecs[src.id] + rng.normal(0.0, NOISE, size=mem.embedder.dimension).astype(np.float32)
+        v /= np.linalg.norm(v)
+        batch.append(MemoryRecord(replace(src, id=f"bulk-{i}"), toks[src.id], v))
+        if len(batch) == 5000:
+            mem.store.upsert(batch)
+            batch = []
+    if batch:
+        mem.store.upsert(batch)
+
+
+def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False) -> int:
+    results = []
+    for n in sizes:
+        r = bench_recall(n, queries)
+        results.append(r)
+        if not as_json:
+            s = r["stages_ms"]
+            print(f"{r['memories']:>8} memories: recall p50 {r['recall_ms']['p50']} ms, p95 {r['recall_ms']['p95']} ms "
+                  f"(embed p95 {s.get('embed', {}).get('p95')}, search p95 {s.get('search', {}).get('p95')}, "
+                  f"rerank p95 {s.get('rerank', {}).get('p95')}); ingest {r['ingest_per_s']}/s over "
+                  f"{r['pool_embedded']}, bulk {r['bulk_load_s']} s, index load {r['index_load_s']} s; "
+                  f"max RSS {r['max_rss_mb']} MB\n          corpus: {r['corpus']}", flush=True)
+    command = "memroute bench recall --memories " + " ".join(str(n) for n in sizes)
+    if as_json:
+        emit_json({"command": command, "results": results})
+    else:
+        print(f"reproduce: {command}")
+    return 0

@@ -1,0 +1,173 @@
+"""`memroute eval recall`: recall quality on the LoCoMo format, with BM25-only and vector-only baselines.
+
+One store per conversation (every turn a memory, see :mod:`memroute.eval.locomo`); each question is
+recalled at a ``now`` after the last session, with no recent conversation. The ranking scored is the
+pipeline's whole candidate list in final order (reranked, or fused when reranking is off), so recall@10
+and MRR see past the returned five. Baselines run on the same stores: BM25 over a memory's own words with
+the question's tokens, and cosine KNN of the question alone.
+
+``--loo`` refits the reranker seven times, on six conversations each, and scores the seventh with it
+(leave-one-conversation-out): the honest figure, since the shipped weights were fitted on all seven.
+``--fit`` fits on every conversation and writes the weights the package ships.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.embed import get_embedder
+from memroute.eval.locomo import CATEGORIES, Conversation, load_locomo
+from memroute.memory import Memory
+from memroute.retrieval import FEATURES, RecallOptions, RerankModel, default_model
+from memroute.retrieval.rerank_fit import fit_reranker
+from memroute.text import tokenize
+
+WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "retrieval" / "rerank_weights.json"
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionRun:
+    sample_id: str
+    category: int
+    evidence: frozenset[str]
+    ids: tuple[str, ...]
+    """Candidates in fused order."""
+    features: npt.NDArray[np.float64]
+    final: tuple[str, ...]
+    """Candidates in the pipeline's final order."""
+    bm25: tuple[str, ...]
+    vector: tuple[str, ...]
+    ms: float
+
+
+def scores(ranking: Sequence[str], evidence: frozenset[str]) -> dict[str, float]:
+    top5, top10 = set(ranking[:5]), set(ranking[:10])
+    first = next((i for i, mid in enumerate(ranking) if mid in evidence), None)
+    dcg = sum(1.0 / math.log2(i + 2) for i, mid in enumerate(ranking[:10]) if mid in evidence)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(evidence), 10)))
+    return {"recall@5": len(top5 & evidence) / len(evidence), "recall@10": len(top10 & evidence) / len(evidence),
+            "hit@5": float(bool(top5 & evidence)), "mrr": 0.0 if first is None else 1.0 / (first + 1),
+            "ndcg@10": dcg / ideal if ideal else 0.0}
+
+
+def summarise(rows: Sequence[tuple[int, dict[str, float]]]) -> dict[str, Any]:
+    def mean(group: Sequence[dict[str, float]]) -> dict[str, Any]:
+        keys = ("recall@5", "recall@10", "hit@5", "mrr", "ndcg@10")
+        return {"questions": len(group), **{k: round(float(np.mean([g[k] for g in group])), 4) if group else 0.0
+                                           for k in keys}}
+
+    out = mean([r for _, r in rows])
+    out["by_category"] = {f"{c} {CATEGORIES[c]}": mean([r for cat, r in rows if cat == c])
+                          for c in sorted({cat for cat, _ in rows})}
+    return out
+
+
+def open_store(conv: Conversation, workdir: Path, embedder: str) -> Memory:
+    """The conversation's store, built on first use and reused from ``workdir`` afterwards."""
+    path = workdir / f"{conv.sample_id}-{embedder}.db"
+    mem = Memory.open(f"sqlite:///{path}", owner=conv.sample_id, embedder=embedder)
+    if mem.store.count(conv.sample_id) != len(conv.turns):
+        mem.forget(everything=True)
+        mem.remember_many(conv.memories(), batch_size=256)
+    return mem
+
+
+def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions) -> list[QuestionRun]:
+    runs = []
+    flt = mem.filter(max_sensitivity="private", now=conv.now)
+    opts = replace(options, limit=max(options.limit, 10))
+    for q in conv.questions:
+        t0 = time.perf_counter()
+        result = mem.recall(q.text, now=conv.now, options=opts)
+        ms = (time.perf_counter() - t0) * 1000
+        cands = result.trace.candidates
+        x = np.array([[c.features.get(f, 0.0) for f in FEATURES] for c in cands], dtype=np.float64)
+        final = sorted(cands, key=lambda c: (-(c.rerank if c.rerank is not None else c.fused), c.fused_rank))
+        bm25 = mem.store.search_bm25(tokenize(q.text), flt, 10)
+        vec = mem.store.search_vector(mem.embedder.embed([q.text], side="query")[0], flt, 10)
+        runs.append(QuestionRun(conv.sample_id, q.category, frozenset(q.evidence), tuple(c.id for c in cands),
+                                x.reshape(len(cands), len(FEATURES)), tuple(c.id for c in final),
+                                tuple(h.id for h in bm25), tuple(h.id for h in vec), ms))
+    return runs
+
+
+def rescore(runs: Sequence[QuestionRun], model: RerankModel) -> list[tuple[int, dict[str, float]]]:
+    out = []
+    for r in runs:
+        if not r.ids:
+            out.append((r.category, scores((), r.evidence)))
+            continue
+        p = model.score(r.features)
+        order = sorted(range(len(r.ids)), key=lambda j: (-p[j], j))
+        out.append((r.category, scores([r.ids[j] for j in order], r.evidence)))
+    return out
+
+
+def training_rows(runs: Sequence[QuestionRun]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    xs = [r.features for r in runs if r.ids]
+    ys = [np.array([float(i in r.evidence) for i in r.ids]) for r in runs if r.ids]
+    return np.vstack(xs), np.concatenate(ys)
+
+
+def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedder: str = "use-m3",
+             loo: bool = False, fit: bool = False, workdir: str | Path | None = None,
+             l2: float = 1.0) -> dict[str, Any]:
+    options = options or RecallOptions()
+    convs = load_locomo(data_dir)
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="memroute-eval-")
+        workdir = tmp.name
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    get_embedder(embedder)
+    runs: list[QuestionRun] = []
+    try:
+        for conv in convs:
+            mem = open_store(conv, work, embedder)
+            try:
+                runs.extend(run_conversation(mem, conv, options))
+            finally:
+                mem.close()
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    lat = np.array([r.ms for r in runs])
+    result: dict[str, Any] = summarise([(r.category, scores(r.final, r.evidence)) for r in runs])
+    result["latency_ms"] = {"p50": round(float(np.percentile(lat, 50)), 2),
+                            "p95": round(float(np.percentile(lat, 95)), 2)}
+    result["baselines"] = {
+        "bm25": summarise([(r.category, scores(r.bm25, r.evidence)) for r in runs]),
+        "vector": summarise([(r.category, scores(r.vector, r.evidence)) for r in runs]),
+        "fused_no_rerank": summarise([(r.category, scores(r.ids, r.evidence)) for r in runs]),
+    }
+    result["config"] = {"embedder": embedder, "rerank": options.rerank, "fusion": str(options.fusion),
+                        "k_per_query": options.k_per_query, "max_candidates": options.max_candidates,
+                        "reranker_weights": default_model().fitted_on if options.rerank else None}
+    if loo:
+        rows = []
+        for conv in convs:
+            train = [r for r in runs if r.sample_id != conv.sample_id]
+            x, y = training_rows(train)
+            model = fit_reranker(x, y, l2=l2, fitted_on=f"all but {conv.sample_id}")
+            rows.extend(rescore([r for r in runs if r.sample_id == conv.sample_id], model))
+        result["leave_one_conversation_out"] = summarise(rows)
+    if fit:
+        x, y = training_rows(runs)
+        model = fit_reranker(x, y, l2=l2, fitted_on=(
+            f"LoCoMo, {len(convs)} conversations ({', '.join(c.sample_id for c in convs)}), {len(runs)} questions, "
+            f"{len(y)} candidates; logistic regression, L2 {l2}; embedder {embedder}"))
+        WEIGHTS_PATH.write_text(json.dumps(model.to_dict(), indent=1) + "\n", encoding="utf-8")
+        default_model.cache_clear()
+        result["fitted"] = {"path": str(WEIGHTS_PATH), "in_sample": summarise(rescore(runs, model))}
+    return result

@@ -1,0 +1,244 @@
+"""``memroute eval route``: replay routing dialogues turn by turn through :class:`ConversationRouter`.
+
+Every dialogue is a session in a throw-away SQLite store: the system turns go into the conversation log as
+assistant messages, each user turn is routed, and the router never sees a gold label. Metrics follow
+``../shared/data/README.md``: ``all`` (prediction among the gold labels), ``first`` (first labelled turn),
+``stay`` (no new label vs the previous labelled turn), ``switch_new`` (a new label: right only if the
+prediction is one of the new ones), ``family_all`` (SGD families as one label), and latency per routed turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memroute.eval.datasets import family, load_candidates, load_dialogues
+from memroute.routing.composite import AgentRouter
+from memroute.routing.conversation import ConversationRouter
+from memroute.routing.policy import PolicyParams
+
+
+@dataclass(frozen=True, slots=True)
+class RouteEvalReport:
+    turns: int
+    accuracy: dict[str, float]
+    counts: dict[str, int]
+    latency_ms: dict[str, float]
+    actions: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turns": self.turns, "accuracy": self.accuracy, "counts": self.counts,
+                "latency_ms": self.latency_ms, "actions": self.actions}
+
+
+def run_route_eval(data: str | Path, candidates: str | Path, split: str | None = None,
+                   limit: int | None = None, params: PolicyParams | None = None,
+                   show_progress: bool = False) -> RouteEvalReport:
+    from tqdm import tqdm
+
+    from memroute.memory import Memory
+
+    dialogues = load_dialogues(data)
+    if limit is not None:
+        dialogues = dialogues[:limit]
+    split = split if split is not None else Path(data).stem
+    agents = load_candidates(candidates, split)
+    router = AgentRouter()
+    memory = Memory.open("sqlite://:memory:", owner="eval", embedder=router.embedder)
+    conv = ConversationRouter(memory, agents, router=router, params=params, use_memories=False, candidates=2)
+    hits: dict[str, list[bool]] = {k: [] for k in ("all", "first", "stay", "switch_new", "family_all")}
+    latencies: list[float] = []
+    actions: dict[str, int] = {}
+    try:
+        for dialogue in tqdm(dialogues, desc="dialogues", disable=not show_progress):
+            prev_gold: set[str] | None = None
+            pred = ""
+            for turn in dialogue.turns:
+                if turn.system_before is not None:
+                    memory.add_message(dialogue.dialogue_id, "assistant", turn.system_before)
+                if turn.utterance.strip():
+                    decision = conv.route(turn.utterance, dialogue.dialogue_id)
+                    latencies.append(decision.latency_ms)
+                    actions[decision.action] = actions.get(decision.action, 0) + 1
+                    pred = decision.agent.id if decision.agent else ""
+                else:  # an empty user turn (it happens in the data): nothing to route, the agent stays
+                    actions["empty"] = actions.get("empty", 0) + 1
+                if not turn.gold:
+                    continue
+                gold = set(turn.gold)
+                ok = pred in gold
+                hits["all"].append(ok)
+                hits["family_all"].append(family(pred) in {family(g) for g in gold})
+                if prev_gold is None:
+                    hits["first"].append(ok)
+                elif gold - prev_gold:
+                    hits["switch_new"].append(pred in gold - prev_gold)
+                else:
+                    hits["stay"].append(ok)
+                prev_gold = gold
+    finally:
+        memory.close()
+    lat = np.array(latencies) if latencies else np.zeros(1)
+    return RouteEvalReport(
+        turns=len(latencies),
+        accuracy={k: round(float(np.mean(v)), 4) if v else 0.0 for k, v in hits.items()},
+        counts={k: len(v) for k, v in hits.items()},
+        latency_ms={"p50": round(float(np.percentile(lat, 50)), 3), "p95": round(float(np.percentile(lat, 95)), 3)},
+        actions=dict(sorted(actions.items())),
+    )
+
+
+# ------------------------------------------------------------------------------------ benchmark
+# A synthetic catalogue (written for this benchmark, no evaluation data): every agent is a distinct
+# combination of a task, a subject and an audience, so that 10,000 agents are all different but related.
+_TASKS = ("translate", "summarize", "review", "schedule", "book", "track", "compare", "explain", "repair",
+          "design", "plan", "audit", "forecast", "recommend", "monitor", "draft", "negotiate", "diagnose",
+          "teach", "organize")
+_SUBJECTS = ("legal contracts", "python code", "restaurant tables", "flight tickets", "hotel rooms",
+             "weather forecasts", "tax returns", "medical appointments", "car rentals", "music playlists",
+             "movie tickets", "bank transfers", "insurance claims", "job applications", "garden plants",
+             "home repairs", "wedding guests", "train journeys", "server incidents", "marketing emails",
+             "kitchen recipes", "fitness workouts", "university courses", "apartment viewings", "pet care",
+             "photo albums", "shipping parcels", "energy bills", "stock portfolios", "board games",
+             "bicycle parts", "concert seats", "podcast episodes", "chess openings", "wine pairings",
+             "mobile apps", "database backups", "yoga classes", "sales reports", "family budgets",
+             "museum visits", "language lessons", "laptop drivers", "coffee orders", "hiking routes",
+             "dental checkups", "charity donations", "car insurance", "library books", "phone plans")
+_AUDIENCES = ("students", "small businesses", "families", "doctors", "developers", "travellers", "lawyers",
+              "teachers", "retirees", "startups")
+
+
+def synthetic_catalogue(n: int) -> tuple[list[Any], list[tuple[str, str]]]:
+    """``n`` distinct agents (description + two example utterances) and a pool of test messages per agent,
+    each message a paraphrase the agent did not see."""
+    from memroute.types import Agent
+
+    agents, messages = [], []
+    combos = len(_TASKS) * len(_SUBJECTS) * len(_AUDIENCES)
+    for i in range(n):
+        k = (i * 7919) % combos  # spread consecutive agents over the combinations
+        task = _TASKS[k % len(_TASKS)]
+        subject = _SUBJECTS[(k // len(_TASKS)) % len(_SUBJECTS)]
+        audience = _AUDIENCES[(k // (len(_TASKS) * len(_SUBJECTS))) % len(_AUDIENCES)]
+        suffix = "" if i < combos else f" (pool {i // combos})"
+        agent_id = f"agent-{i:05d}"
+        agents.append(Agent(
+            id=agent_id, name=f"{task} {subject} for {audience}{suffix}",
+            description=f"Helps {audience} {task} {subject}.",
+            examples=(f"I need to {task} some {subject}", f"can you {task} {subject} for our {audience}?"),
+        ))
+        messages.append((f"We are {audience} and want help to {task} {subject} this week", agent_id))
+    return agents, messages
+
+
+def _latency(values: list[float]) -> dict[str, float]:
+    arr = np.array(values) if values else np.zeros(1)
+    return {"p50": round(float(np.percentile(arr, 50)), 3), "p95": round(float(np.percentile(arr, 95)), 3)}
+
+
+def _pick(messages: list[tuple[str, str]], queries: int) -> list[tuple[str, str]]:
+    step = max(1, len(messages) // queries)
+    return messages[::step][:queries]
+
+
+def bench_memroute(n: int, queries: int) -> dict[str, Any]:
+    import time
+
+    agents, messages = synthetic_catalogue(n)
+    chosen = _pick(messages, queries)
+    router = AgentRouter()
+    start = time.perf_counter()
+    router.index(agents)
+    build = time.perf_counter() - start
+    router.route("warm up the encoder", agents)
+    lat, hits = [], 0
+    for text, target in chosen:
+        t0 = time.perf_counter()
+        out = router.route(text, agents)
+        lat.append((time.perf_counter() - t0) * 1000.0)
+        hits += int(out.agent is not None and out.agent.id == target)
+    # The same messages again: their embeddings are now cached, so this is routing alone.
+    alone = []
+    for text, _ in chosen:
+        t0 = time.perf_counter()
+        router.route(text, agents)
+        alone.append((time.perf_counter() - t0) * 1000.0)
+    return {"agents": n, "queries": len(chosen), "latency_ms": _latency(lat),
+            "routing_only_ms": _latency(alone), "accuracy": round(hits / max(1, len(chosen)), 4),
+            "build_s": round(build, 2)}
+
+
+def bench_semantic_router(n: int, queries: int) -> dict[str, Any]:
+    """The same agents and messages through semantic-router (run in its own environment), with memroute's
+    default encoder behind semantic-router's encoder interface, so that only the routers differ."""
+    import time
+
+    from semantic_router import IndexedRouter, Route  # type: ignore[import-not-found,unused-ignore]
+    from semantic_router.encoders import DenseEncoder  # type: ignore[import-not-found,unused-ignore]
+
+    from memroute.embed import get_embedder
+
+    embedder = get_embedder("use-m3")
+
+    class MemrouteEncoder(DenseEncoder):  # type: ignore[misc,unused-ignore]
+        name: str = "memroute-use-m3"
+
+        def __call__(self, docs: list[Any]) -> list[list[float]]:
+            return [list(map(float, v)) for v in embedder.embed([str(d) for d in docs], side="query")]
+
+    agents, messages = synthetic_catalogue(n)
+    chosen = _pick(messages, queries)
+    routes = [Route(name=a.id, utterances=[a.description, *a.examples]) for a in agents]
+    start = time.perf_counter()
+    router = IndexedRouter(encoder=MemrouteEncoder(), routes=routes)
+    build = time.perf_counter() - start
+    router("warm up the encoder")
+    lat, hits = [], 0
+    for text, target in chosen:
+        t0 = time.perf_counter()
+        choice = router(text)
+        lat.append((time.perf_counter() - t0) * 1000.0)
+        hits += int(getattr(choice, "name", None) == target)
+    import semantic_router
+
+    return {"agents": n, "queries": len(chosen), "latency_ms": _latency(lat),
+            "accuracy": round(hits / max(1, len(chosen)), 4), "build_s": round(build, 2),
+            "version": getattr(semantic_router, "__version__", "?")}
+
+
+def run_route_bench(sizes: list[int], queries: int, semantic_router_python: str | None = None) -> list[dict[str, Any]]:
+    import json
+    import subprocess
+
+    results = []
+    for n in sizes:
+        row: dict[str, Any] = {"memroute": bench_memroute(n, queries)}
+        if semantic_router_python:
+            proc = subprocess.run([semantic_router_python, "-m", "memroute.eval.route_eval", "semantic-router",
+                                   str(n), str(queries)], capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                row["semantic_router"] = {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+            else:
+                sr = json.loads(proc.stdout.strip().splitlines()[-1])
+                row["semantic_router"] = sr
+                m = row["memroute"]
+                row["ratio_semantic_router_over_memroute"] = {
+                    "p50": round(sr["latency_ms"]["p50"] / max(m["latency_ms"]["p50"], 1e-9), 2),
+                    "p95": round(sr["latency_ms"]["p95"] / max(m["latency_ms"]["p95"], 1e-9), 2),
+                    "accuracy": round(sr["accuracy"] / max(m["accuracy"], 1e-9), 3),
+                }
+        results.append(row)
+    return results
+
+
+if __name__ == "__main__":  # the semantic-router side, run inside the benchmark environment
+    import json
+    import sys
+
+    if len(sys.argv) == 4 and sys.argv[1] == "semantic-router":
+        print(json.dumps(bench_semantic_router(int(sys.argv[2]), int(sys.argv[3]))))
+    else:
+        sys.exit("usage: python -m memroute.eval.route_eval semantic-router N QUERIES")

@@ -1,0 +1,120 @@
+"""What a caller can set on one recall: a forced strategy, limits, weights, and stages on or off.
+
+Defaults are seed 001's (k = 10 per query and per search, at most 40 candidates, a 365-day window, at most
+5 expanded queries, 3 exchanges of recent conversation, RRF k = 60) and seed 003's (the strategy
+parameters in :mod:`memroute.retrieval.strategy`), except where a measurement on LoCoMo said otherwise;
+each such default says why.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memroute.errors import InputError
+from memroute.types import MemoryKind, Sensitivity
+
+
+class Strategy(enum.StrEnum):
+    """Seed 003 section 2.2: which searches run and how their scores are weighed."""
+
+    SEMANTIC_ONLY = "semantic_only"
+    """Conceptual questions: vector search only."""
+    KEYWORD_BOOST = "keyword_boost"
+    """Questions naming things: vector and keyword search, keywords weighed up."""
+    TEMPORAL = "temporal"
+    """A time range was named: time-filtered search beside vector and keyword search."""
+    HYBRID = "hybrid"
+    """Everything else: all searches."""
+
+    @classmethod
+    def parse(cls, value: Strategy | str) -> Strategy:
+        if isinstance(value, Strategy):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise InputError(f"unknown strategy {value!r}; use one of {', '.join(s.value for s in cls)}") from None
+
+
+class Fusion(enum.StrEnum):
+    MINMAX = "minmax"
+    """Weighted min-max fusion (seed 003 section 3.4.3): each list's scores scaled to [0, 1], then weighed."""
+    RRF = "rrf"
+    """Reciprocal Rank Fusion (Cormack, Clarke & Büttcher 2009)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallOptions:
+    """Options of :func:`memroute.retrieval.recall`; every field has a working default."""
+
+    limit: int = 5
+    """Memories returned (seed 001: at most 5 go into a prompt)."""
+    strategy: Strategy | str | None = None
+    """Force a strategy instead of choosing one from the query analysis."""
+    k_per_query: int = 10
+    """Results of each search (vector, keyword, time) for each extra query (seed 001). The original
+    message's keyword and vector searches return ``max_candidates`` each, so that the reranker has a full
+    pool to choose from even when there is one query (LoCoMo: recall@5 after rerank 0.70 with 10, 0.72
+    with 40)."""
+    max_candidates: int = 40
+    """Candidates kept after fusion and handed to the reranker (seed 001)."""
+    window_days: int | None = 365
+    """Only memories from the last this many days (seed 001's ``occurred_day_range``); None: no limit.
+    A time range named in the query is searched even when it is older."""
+    max_expanded_queries: int = 5
+    recent_turns: int = 6
+    """Messages of recent conversation read for references and topic (3 exchanges, seed 001)."""
+    fusion: Fusion | str = Fusion.MINMAX
+    rrf_k: int = 60
+    vector_weight: float | None = None
+    """Override the strategy's vector weight (0..1)."""
+    keyword_weight: float | None = None
+    """Override the strategy's keyword weight (0..1)."""
+    context_weight: float = 0.5
+    """Weight of a memory's context tokens (neighbouring turns) in BM25 against 1.0 for its own words;
+    0.3 measured best on LoCoMo (0.5: same within 0.01; 0: recall@5 -0.15)."""
+    dedupe_threshold: float | None = 0.95
+    """Cosine above which a candidate is a near-duplicate of a better one and dropped; None: keep all."""
+    expand: bool = True
+    """Add resolved references, the conversation's topic and compound parts as extra queries."""
+    rerank: bool = True
+    """Rerank the fused candidates with the local learned reranker."""
+    decay: bool = True
+    """Apply the strategy's time decay."""
+    parallel: bool = False
+    """Run the searches in threads. Off by default: on 2 cores the searches are ~1 ms each and threads
+    cost more than they save (see docs/benchmarks.md)."""
+    session: str | None = None
+    """Only memories of this session."""
+    kinds: Sequence[MemoryKind | str] | None = None
+    max_sensitivity: Sensitivity | str | int = Sensitivity.PRIVATE
+    """Seed 001 searches up to PRIVATE."""
+    pack_chars: int = 2000
+    """Character budget of :meth:`Recall.memory_pack`."""
+
+    def validated(self) -> RecallOptions:
+        """Raise :class:`InputError` naming the field when a value cannot work."""
+        for name in ("limit", "k_per_query", "max_candidates", "rrf_k", "pack_chars"):
+            if int(getattr(self, name)) < 1:
+                raise InputError(f"RecallOptions.{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.max_expanded_queries < 0 or self.recent_turns < 0:
+            raise InputError("RecallOptions.max_expanded_queries and recent_turns cannot be negative")
+        if self.window_days is not None and self.window_days < 1:
+            raise InputError("RecallOptions.window_days must be at least 1, or None for no limit")
+        for name in ("vector_weight", "keyword_weight"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= float(value) <= 1.0:
+                raise InputError(f"RecallOptions.{name} must be between 0 and 1, got {value!r}")
+        if self.context_weight < 0:
+            raise InputError("RecallOptions.context_weight cannot be negative")
+        if self.dedupe_threshold is not None and not 0.0 < self.dedupe_threshold <= 1.0:
+            raise InputError("RecallOptions.dedupe_threshold must be in (0, 1], or None to keep duplicates")
+        try:
+            Fusion(self.fusion)
+        except ValueError:
+            raise InputError(f"unknown fusion {self.fusion!r}; use minmax or rrf") from None
+        if self.strategy is not None:
+            Strategy.parse(self.strategy)
+        return self

@@ -1,0 +1,208 @@
+"""``recall()``: one call per turn that finds the memories that matter and explains how (SPEC section 4).
+
+    analyse + expand -> select strategy -> search -> fuse -> dedupe + decay -> rerank -> decide -> trace
+
+Every stage is timed into the trace; the Prometheus metrics of seed 003 are updated on the way out.
+Bad input never raises past validation: an empty message, a lone pronoun with nothing to resolve it, or a
+filter that matches nothing gives an empty answer whose trace says why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from memroute.analysis import QueryAnalysis, ReferenceType, analyze
+from memroute.embed import Embedder
+from memroute.errors import InputError
+from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
+from memroute.retrieval import decide
+from memroute.retrieval.decay import decay_multiplier
+from memroute.retrieval.dedupe import near_duplicates
+from memroute.retrieval.expand import expand
+from memroute.retrieval.fusion import minmax, ranked, rrf, weighted_minmax
+from memroute.retrieval.options import Fusion, RecallOptions, Strategy
+from memroute.retrieval.rerank import (
+    FEATURES,
+    Candidate,
+    RerankModel,
+    default_model,
+    features,
+    match_forms,
+    speaker_of,
+)
+from memroute.retrieval.result import Recall, RecalledMemory
+from memroute.retrieval.search import run_searches
+from memroute.retrieval.strategy import search_params, select_strategy
+from memroute.retrieval.trace import CandidateTrace, RecallTrace, SearchTrace
+from memroute.stores import Store
+from memroute.text import tokenize
+from memroute.types import Language, MemoryKind, Message, SearchFilter, Sensitivity, as_utc, utcnow
+
+MAX_ANALYSED_CHARS = 10_000
+
+
+def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
+           recent_messages: Iterable[Message | Mapping[str, Any]] | None = None, now: datetime | str | None = None,
+           options: RecallOptions | None = None, model: RerankModel | None = None) -> Recall:
+    """Find the memories of ``owner`` that matter for the message ``text`` in its conversation.
+
+    ``recent_messages`` are the turns before it, oldest first (``Message`` values or ``{"role", "text"}``
+    dicts); ``now`` is the time the message is sent (default: the clock); ``model`` replaces the shipped
+    reranker weights.
+    """
+    opts = (options or RecallOptions()).validated()
+    t_start = time.perf_counter()
+    stages: dict[str, float] = {}
+    notes: list[str] = []
+    ref_now = as_utc(now) or utcnow()
+    recent = _recent(recent_messages, opts.recent_turns)
+    if len(text) > MAX_ANALYSED_CHARS:
+        notes.append(f"the message has {len(text):,} characters; its first {MAX_ANALYSED_CHARS:,} were analysed")
+
+    def empty(reason: str, note: str, analysis: QueryAnalysis | None = None, strategy: str = "none") -> Recall:
+        notes.append(note)
+        RETRIEVAL_EMPTY.labels(reason).inc()
+        stages["total"] = (time.perf_counter() - t_start) * 1000
+        trace = RecallTrace(strategy, opts.strategy is not None, {}, analysis.to_dict() if analysis else None, (),
+                            (), str(opts.fusion), (), {}, dict(stages), tuple(notes))
+        return Recall(text, (), _language(analysis), trace, opts.pack_chars)
+
+    if not text.strip():
+        return empty("empty_query", "empty message: nothing to search for")
+
+    t0 = time.perf_counter()
+    analysis = analyze(text[:MAX_ANALYSED_CHARS], recent, ref_now)
+    forced = opts.strategy is not None
+    strategy = Strategy.parse(opts.strategy) if opts.strategy is not None else select_strategy(analysis)
+    params = search_params(strategy, analysis, opts)
+    queries = expand(analysis, recent, opts.max_expanded_queries, opts.expand)
+    stages["analyse"] = (time.perf_counter() - t0) * 1000
+    RETRIEVAL_STRATEGY.labels(strategy.value).inc()
+
+    unresolved = [r.surface for r in analysis.references if r.resolved is None and r.type != ReferenceType.TEMPORAL]
+    if not any(tokenize(q.text) for q in queries) and analysis.time_range is None:
+        if unresolved:
+            return empty("unresolved_reference", f"the message only refers to something ({', '.join(unresolved)}) "
+                         "and no recent conversation says what; pass recent_messages or a session with a log",
+                         analysis, strategy.value)
+        if not analysis.keywords:
+            return empty("no_content", "the message has no words to search for (only function words or "
+                         "symbols)", analysis, strategy.value)
+
+    flt = _filter(owner, opts, ref_now)
+    time_flt = None
+    tr = analysis.time_range
+    if tr is not None:
+        time_flt = replace(flt, start=tr.start, end=tr.end - timedelta(microseconds=1))
+    t0 = time.perf_counter()
+    out = run_searches(store, embedder, queries, params, flt, time_flt, opts.context_weight, opts.parallel,
+                       opts.max_candidates)
+    stages["embed"] = out.embed_ms
+    stages["search"] = (time.perf_counter() - t0) * 1000 - out.embed_ms
+
+    t0 = time.perf_counter()
+    lists = [s for s in out.lists if s.hits]
+    if Fusion(opts.fusion) == Fusion.RRF:
+        fused = rrf([s.hits for s in lists], opts.rrf_k, [s.weight for s in lists])
+    else:
+        fused = weighted_minmax([s.hits for s in lists], [s.weight for s in lists])
+    pool = ranked(fused)[: opts.max_candidates + 10]  # room for the near-duplicates dedupe drops
+    per_list = {s.name: minmax(s.hits) for s in lists}
+    items = {m.id: m for m in store.get([i for i, _ in pool], owner)}
+    pool = [(i, s) for i, s in pool if i in items]
+    vectors = store.get_vectors([i for i, _ in pool], owner) if pool else {}
+    duplicates = near_duplicates([i for i, _ in pool], vectors, opts.dedupe_threshold) \
+        if opts.dedupe_threshold is not None else {}
+    pool = [(i, s) for i, s in pool if i not in duplicates]
+    if opts.decay and params.time_decay_factor > 0:
+        pool = ranked({i: s * decay_multiplier(items[i].occurred_at, ref_now, params.time_decay_factor)
+                       for i, s in pool})
+    pool = pool[: opts.max_candidates]
+    stages["fuse"] = (time.perf_counter() - t0) * 1000
+    if not pool:
+        searched = ", ".join(f"{s.name} ({len(s.hits)})" for s in out.lists) or "no search ran"
+        return empty("no_match", f"no memory of owner {owner!r} matched the filters and the searches ({searched})",
+                     analysis, strategy.value)
+
+    qvec = out.query_vectors[0] if out.query_vectors is not None else None
+    candidates = [Candidate(items[i], s, rank, {n: d[i] for n, d in per_list.items() if i in d},
+                            float(vectors[i] @ qvec) if qvec is not None and i in vectors else 0.0)
+                  for rank, (i, s) in enumerate(pool)]
+    t0 = time.perf_counter()
+    feats = features(candidates, analysis, ref_now)
+    reranker = model or default_model()
+    probs = reranker.score(feats) if opts.rerank else None
+    rerank_ms = (time.perf_counter() - t0) * 1000
+    stages["rerank"] = rerank_ms
+    if opts.rerank:
+        RERANK_LATENCY.labels("local").observe(rerank_ms)
+
+    t0 = time.perf_counter()
+    order = list(range(len(candidates)))
+    if probs is not None:
+        order.sort(key=lambda j: (-probs[j], j))
+    keyword_forms = {k: match_forms([k]) for k in analysis.keywords}
+    reference = next((r.resolved for r in analysis.references if r.resolved and r.type != ReferenceType.TEMPORAL),
+                     None)
+    language = _language(analysis)
+    chosen = []
+    for j in order[: opts.limit]:
+        c = candidates[j]
+        fdict = dict(zip(FEATURES, map(float, feats[j]), strict=True))
+        body = c.memory.full_text.casefold()
+        matched = [k for k, forms in keyword_forms.items() if forms and all(f in body for f in forms)]
+        score = float(probs[j]) if probs is not None else c.fused
+        level = decide.relevance(score, c.cosine, fdict["keyword_overlap"], probs is not None)
+        scores = {"fused": c.fused, "cosine": c.cosine, **c.scores}
+        if probs is not None:
+            scores["rerank"] = float(probs[j])
+        chosen.append(RecalledMemory(c.memory, score, level,
+                                     decide.reason(fdict, matched, speaker_of(c.memory), reference, language), scores))
+    stages["decide"] = (time.perf_counter() - t0) * 1000
+    stages["total"] = (time.perf_counter() - t_start) * 1000
+    if not any(m.relevance != "none" for m in chosen):
+        notes.append("candidates were found but none is likely relevant (all judged 'none')")
+        RETRIEVAL_EMPTY.labels("none_relevant").inc()
+    RETRIEVAL_LATENCY.labels(strategy.value).observe(stages["total"])
+    trace = RecallTrace(
+        strategy.value, forced, params.to_dict(), analysis.to_dict(), tuple(q.to_dict() for q in queries),
+        tuple(SearchTrace(s.name, s.weight, s.ms, tuple((h.id, h.score) for h in s.hits)) for s in out.lists),
+        str(Fusion(opts.fusion)),
+        tuple(CandidateTrace(c.memory.id, c.fused, c.rank, None if probs is None else float(probs[k]),
+                             dict(c.scores), dict(zip(FEATURES, map(float, feats[k]), strict=True)))
+              for k, c in enumerate(candidates)),
+        duplicates, dict(stages), tuple(notes))
+    return Recall(text, tuple(chosen), language, trace, opts.pack_chars)
+
+
+def _recent(recent: Iterable[Message | Mapping[str, Any]] | None, limit: int) -> list[Message]:
+    if recent is None or limit == 0:
+        return []
+    out = []
+    for m in list(recent)[-limit:]:
+        if isinstance(m, Message):
+            out.append(m)
+        elif isinstance(m, Mapping):
+            out.append(Message("", str(m.get("role", "user")), str(m.get("text", m.get("content", ""))), utcnow()))
+    return out
+
+
+def _filter(owner: str, opts: RecallOptions, now: datetime) -> SearchFilter:
+    try:
+        kinds = tuple(MemoryKind(k) for k in opts.kinds) if opts.kinds else None
+    except ValueError:
+        raise InputError(f"unknown kind in {opts.kinds!r}; use {', '.join(k.value for k in MemoryKind)}") from None
+    start = now - timedelta(days=opts.window_days) if opts.window_days is not None else None
+    return SearchFilter(owner=owner, session_id=opts.session, kinds=kinds,
+                        max_sensitivity=Sensitivity.parse(opts.max_sensitivity), start=start, now=now)
+
+
+def _language(analysis: QueryAnalysis | None) -> Language:
+    if analysis is None or analysis.language not in ("en", "ja", "ko"):
+        return "en"
+    return analysis.language
+

@@ -1,0 +1,212 @@
+"""The local reranker: a logistic model over features of each fused candidate, no LLM.
+
+No cross-encoder runs offline here (STACK.md), so the reranker is learned from what the pipeline already
+knows about a candidate. The features are general, nothing dataset-specific:
+
+- ``fused``, ``fused_rr``: the fused score (scaled by the best) and 1 / (1 + fused rank);
+- ``bm25``, ``vector``: the best min-max score the candidate got in any keyword / vector list;
+- ``cosine``, ``cosine_gap``: cosine to the original query, and its distance to the best candidate's;
+- ``n_lists``: share of the search lists that found it;
+- ``keyword_overlap``: share of the query's keyword tokens found in the memory's text;
+- ``entity_overlap``: share of the query's named entities written in the memory;
+- ``speaker_named``: the memory's speaker or author (metadata ``speaker`` / ``author`` / ``name``) is named
+  in the query; ``other_named``: the query names someone, and it is not this memory's speaker;
+- ``reference_overlap``: share of the resolved references' tokens in the memory;
+- ``in_range`` / ``out_of_range``: inside the query's time range, or how far outside it (months, max 1);
+- ``asks_when_dated``: the query asks "when" and the memory mentions a time ("yesterday", 「先週」);
+- ``recency``: position of the memory's date between the oldest and newest candidate;
+- ``session_best``, ``session_share``: best fused score of another candidate of the same session, and
+  the share of candidates in that session, and the other candidates' fused scores summed (a session the
+  query is about holds several candidates);
+- ``length``: log of the memory's length in characters; ``is_question``: the memory is a question;
+- ``speaker_bm25``, ``speaker_cosine``: ``speaker_named`` times ``bm25`` / ``cosine`` (a linear model needs
+  the product to learn that a match by the named person counts more).
+
+The weights ship in ``rerank_weights.json`` beside this module, fitted by ``memroute eval recall --fit``
+(a logistic regression over the candidates of the training questions; see that file's ``fitted_on``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.analysis import QueryAnalysis, QueryType, ReferenceType
+from memroute.errors import ConfigError
+from memroute.text import tokenize
+from memroute.types import MemoryItem
+
+FEATURES = ("fused", "fused_rr", "bm25", "vector", "cosine", "cosine_gap", "n_lists", "keyword_overlap",
+            "entity_overlap", "speaker_named", "other_named", "reference_overlap", "in_range", "out_of_range",
+            "asks_when_dated", "recency", "session_best", "session_share", "session_sum", "length", "is_question",
+            "speaker_bm25", "speaker_cosine")
+SPEAKER_KEYS = ("speaker", "author", "name")
+_WHEN = re.compile(r"\bwhen\b|\bwhat (?:time|day|date|year|month)\b|\bhow long ago\b"
+                   r"|いつ|何時|何日|何月|何年|언제|몇\s?시|며칠", re.IGNORECASE)
+_DATED = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|last|next|ago|this (?:week|month|year|weekend|morning)|recently|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|weekend|january|february|march|april|may|june|july|august|"
+    r"september|october|november|december|\d{4}|week|month|year)\b|昨日|今日|明日|先週|先月|去年|来週|来月|今週|週末|"
+    r"\d+月|\d+日|어제|오늘|내일|지난주|지난달|작년|다음 주|이번 주|주말|\d+월|\d+일", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A fused candidate as the reranker sees it."""
+
+    memory: MemoryItem
+    fused: float
+    rank: int
+    scores: Mapping[str, float]
+    """Min-max score per search list name (``bm25:0``, ``vector:1``, ...) that found it."""
+    cosine: float
+
+
+@dataclass(frozen=True, slots=True)
+class RerankModel:
+    """A linear model over :data:`FEATURES`; ``score`` is the logistic probability of being relevant."""
+
+    weights: tuple[float, ...]
+    bias: float
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    fitted_on: str = ""
+
+    def logits(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
+        out: npt.NDArray[np.float64] = z @ np.asarray(self.weights) + self.bias
+        return out
+
+    def score(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return 1.0 / (1.0 + np.exp(-np.clip(self.logits(x), -30, 30)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"features": list(FEATURES), "weights": list(self.weights), "bias": self.bias,
+                "mean": list(self.mean), "scale": list(self.scale), "fitted_on": self.fitted_on}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RerankModel:
+        if list(data.get("features", ())) != list(FEATURES):
+            raise ConfigError("the reranker weights were fitted for other features; refit them with "
+                              "`memroute eval recall --data DIR --fit`")
+        return cls(tuple(map(float, data["weights"])), float(data["bias"]), tuple(map(float, data["mean"])),
+                   tuple(map(float, data["scale"])), str(data.get("fitted_on", "")))
+
+
+@lru_cache(maxsize=1)
+def default_model() -> RerankModel:
+    """The shipped weights (package data ``rerank_weights.json``)."""
+    try:
+        text = resources.files("memroute.retrieval").joinpath("rerank_weights.json").read_text("utf-8")
+    except FileNotFoundError:
+        raise ConfigError("memroute/retrieval/rerank_weights.json is missing from the installation; reinstall "
+                          "memroute or refit with `memroute eval recall --data DIR --fit`") from None
+    return RerankModel.from_dict(json.loads(text))
+
+
+def speaker_of(memory: MemoryItem) -> str | None:
+    for key in SPEAKER_KEYS:
+        value = memory.metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: datetime) -> npt.NDArray[np.float64]:
+    """One row of :data:`FEATURES` per candidate, in the candidates' order."""
+    n = len(candidates)
+    x = np.zeros((n, len(FEATURES)), dtype=np.float64)
+    if n == 0:
+        return x
+    text_fold = analysis.text.casefold()
+    keywords = match_forms(analysis.keywords)
+    entities = [e.casefold() for e in analysis.named_entities if e.strip()]
+    ref_tokens = match_forms(r.resolved for r in analysis.references
+                             if r.resolved and r.type != ReferenceType.TEMPORAL)
+    asks_when = analysis.query_type == QueryType.TEMPORAL or _WHEN.search(analysis.text) is not None
+    tr = analysis.time_range
+    best_fused = max(c.fused for c in candidates) or 1.0
+    best_cos = max(c.cosine for c in candidates)
+    n_lists = max(len({k for c in candidates for k in c.scores}), 1)
+    dates = [c.memory.occurred_at.timestamp() for c in candidates if c.memory.occurred_at is not None]
+    lo, hi = (min(dates), max(dates)) if dates else (0.0, 0.0)
+    sessions: dict[str, list[int]] = {}
+    for i, c in enumerate(candidates):
+        if c.memory.session_id:
+            sessions.setdefault(c.memory.session_id, []).append(i)
+    names = _named_speakers(candidates, text_fold)
+    col = {name: j for j, name in enumerate(FEATURES)}
+    for i, c in enumerate(candidates):
+        m = c.memory
+        body = m.full_text.casefold()
+        row = x[i]
+        row[col["fused"]] = c.fused / best_fused
+        row[col["fused_rr"]] = 1.0 / (1.0 + c.rank)
+        row[col["bm25"]] = max((s for k, s in c.scores.items() if "bm25" in k), default=0.0)
+        row[col["vector"]] = max((s for k, s in c.scores.items() if "vector" in k), default=0.0)
+        row[col["cosine"]] = c.cosine
+        row[col["cosine_gap"]] = c.cosine - best_cos
+        row[col["n_lists"]] = len(c.scores) / n_lists
+        row[col["keyword_overlap"]] = sum(k in body for k in keywords) / len(keywords) if keywords else 0.0
+        row[col["entity_overlap"]] = sum(e in body for e in entities) / len(entities) if entities else 0.0
+        speaker = speaker_of(m)
+        if names:
+            named = speaker is not None and speaker.casefold() in names
+            row[col["speaker_named"]] = float(named)
+            row[col["other_named"]] = float(not named)
+        row[col["reference_overlap"]] = sum(k in body for k in ref_tokens) / len(ref_tokens) if ref_tokens else 0.0
+        if tr is not None and m.occurred_at is not None:
+            if tr.start <= m.occurred_at < tr.end:
+                row[col["in_range"]] = 1.0
+            else:
+                gap = min(abs((m.occurred_at - tr.start).days), abs((m.occurred_at - tr.end).days))
+                row[col["out_of_range"]] = min(gap / 30.0, 1.0)
+        if asks_when and _DATED.search(m.full_text):
+            row[col["asks_when_dated"]] = 1.0
+        if m.occurred_at is not None and hi > lo:
+            row[col["recency"]] = (m.occurred_at.timestamp() - lo) / (hi - lo)
+        peers = sessions.get(m.session_id or "", [])
+        others = [candidates[j].fused for j in peers if j != i]
+        row[col["session_best"]] = max(others) / best_fused if others else 0.0
+        row[col["session_share"]] = len(peers) / n
+        row[col["session_sum"]] = sum(others) / best_fused / 4.0
+        row[col["length"]] = math.log1p(len(m.full_text)) / 8.0
+        row[col["is_question"]] = float(m.text.rstrip().endswith(("?", "？")))
+        row[col["speaker_bm25"]] = row[col["speaker_named"]] * row[col["bm25"]]
+        row[col["speaker_cosine"]] = row[col["speaker_named"]] * row[col["cosine"]]
+    return x
+
+
+def match_forms(phrases: Iterable[str | None]) -> set[str]:
+    """What to look for in a memory's case-folded text: each phrase's content tokens (stems included:
+    "support" finds "supportive"). Substring tests on ~40 short texts cost microseconds, where
+    tokenising every candidate cost ~1 ms each."""
+    return {t.casefold() for p in phrases if p for t in tokenize(p) if len(t) > 1 or not t.isascii()}
+
+
+def _named_speakers(candidates: Sequence[Candidate], text_fold: str) -> set[str]:
+    """Speakers of the candidates whose name the query writes (as a whole word for Latin names)."""
+    out = set()
+    for c in candidates:
+        speaker = speaker_of(c.memory)
+        if speaker is None:
+            continue
+        s = speaker.casefold()
+        if s in out:
+            continue
+        if s.isascii():
+            if re.search(rf"\b{re.escape(s)}\b", text_fold):
+                out.add(s)
+        elif s in text_fold:
+            out.add(s)
+    return out

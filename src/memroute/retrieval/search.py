@@ -1,0 +1,115 @@
+"""Phase 2 of seed 001 / seed 003's multi-search executor: every search for every query.
+
+BM25 over a memory's own words and its context tokens for every query; vector KNN for the original
+query only, whose vector text already carries the recent turns and the resolved references (an exact
+KNN is a full pass over the owner's vectors, ~60-100 ms at 1M: one per recall is the budget); with a
+time range (temporal strategy), the same two searches again inside the range, or the newest memories
+of the range when the message has no content words ("what did we talk about last week?"). Each search
+is a weighted list for fusion. Sequential by default: each search takes about a millisecond at 10k
+memories, less than a thread hand-off costs on 2 cores; ``parallel=True`` runs them in a small thread
+pool (numpy and SQLite release the GIL), for larger stores on idle cores.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.embed import Embedder
+from memroute.retrieval.expand import ExpandedQuery
+from memroute.retrieval.strategy import SearchParams
+from memroute.stores import Store
+from memroute.text import tokenize
+from memroute.types import ScoredId, SearchFilter
+
+EMBED_CHARS = 2000
+QUERY_TOKENS = 256
+"""BM25 reads at most this many query tokens: a pasted 100k-character log must not cost seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchList:
+    """One search's result: what ran, for which query, its weight in fusion, its hits and its time."""
+
+    kind: str
+    """bm25, vector, time_bm25, time_vector or time."""
+    query: int
+    """Index of the expanded query."""
+    weight: float
+    hits: list[ScoredId] = field(default_factory=list)
+    ms: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.query}"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutput:
+    lists: list[SearchList]
+    query_vectors: npt.NDArray[np.float32] | None
+    query_tokens: list[list[str]]
+    embed_ms: float
+
+
+def run_searches(store: Store, embedder: Embedder, queries: Sequence[ExpandedQuery], params: SearchParams,
+                 flt: SearchFilter, time_flt: SearchFilter | None, context_weight: float,
+                 parallel: bool = False, first_limit: int | None = None) -> SearchOutput:
+    """``params.limit`` results per search; the original query's (index 0) get ``first_limit`` if larger."""
+    tokens = [tokenize(q.text)[:QUERY_TOKENS] for q in queries]
+    vectors: npt.NDArray[np.float32] | None = None
+    embed_ms = 0.0
+    use_vector = params.uses_vector or (time_flt is not None and params.uses_time)
+    if use_vector and queries:
+        t0 = time.perf_counter()
+        vectors = embedder.embed([queries[0].embed_text[:EMBED_CHARS]], side="query")
+        embed_ms = (time.perf_counter() - t0) * 1000
+    weights = (1.0, context_weight)
+    jobs: list[tuple[SearchList, Callable[[], list[ScoredId]]]] = []
+    for i, q in enumerate(queries):
+        limit = max(params.limit, first_limit or 0) if i == 0 else params.limit
+        if params.uses_keyword and tokens[i]:
+            jobs.append((SearchList("bm25", i, params.keyword_weight * q.weight),
+                         _bm25(store, tokens[i], flt, limit, weights)))
+        if params.uses_vector and vectors is not None and i == 0:
+            jobs.append((SearchList("vector", i, params.vector_weight * q.weight),
+                         _vector(store, vectors[0], flt, limit, params.similarity_threshold)))
+    if time_flt is not None and params.uses_time:
+        if tokens[0]:
+            share = params.time_weight
+            jobs.append((SearchList("time_bm25", 0, share * max(params.keyword_weight, 0.5)),
+                         _bm25(store, tokens[0], time_flt, params.limit, weights)))
+            if vectors is not None:
+                jobs.append((SearchList("time_vector", 0, share * max(params.vector_weight, 0.5)),
+                             _vector(store, vectors[0], time_flt, params.limit, params.similarity_threshold)))
+        else:
+            jobs.append((SearchList("time", 0, params.time_weight),
+                         lambda: store.search_time(time_flt, params.limit)))
+    if parallel and len(jobs) > 1:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            done = list(pool.map(_timed, [fn for _, fn in jobs]))
+    else:
+        done = [_timed(fn) for _, fn in jobs]
+    lists = [replace(spec, hits=hits, ms=ms) for (spec, _), (hits, ms) in zip(jobs, done, strict=True)]
+    return SearchOutput(lists, vectors, tokens, embed_ms)
+
+
+def _timed(fn: Callable[[], list[ScoredId]]) -> tuple[list[ScoredId], float]:
+    t0 = time.perf_counter()
+    hits = fn()
+    return hits, (time.perf_counter() - t0) * 1000
+
+
+def _bm25(store: Store, tokens: list[str], flt: SearchFilter, limit: int,
+          weights: tuple[float, float]) -> Callable[[], list[ScoredId]]:
+    return lambda: store.search_bm25(tokens, flt, limit, weights)
+
+
+def _vector(store: Store, vec: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
+            threshold: float) -> Callable[[], list[ScoredId]]:
+    return lambda: [h for h in store.search_vector(vec, flt, limit) if h.score >= threshold]

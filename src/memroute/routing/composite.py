@@ -1,0 +1,200 @@
+"""``AgentRouter``: seed 004's composite router (strategies summed, status gating, deterministic order,
+calibrated confidence and a no-route answer)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.embed import Embedder, get_embedder
+from memroute.errors import InputError
+from memroute.routing.calibration import Calibration, ConfidenceFeatures, gap_scale
+from memroute.routing.index import F32, AgentCache, CatalogueIndex
+from memroute.routing.query import AgentScore, RouterOutput, RouterQuery, StrategyScore
+from memroute.routing.strategies import (
+    MentionStrategy,
+    PreparedQuery,
+    Strategy,
+    ToolHintStrategy,
+    content_types_of,
+    default_strategies,
+)
+from memroute.text import tokenize
+from memroute.types import Agent
+
+# Embedding more than this only costs time: the sentence encoders read a few hundred tokens.
+EMBED_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredQuery:
+    """Every agent's score for one query, before ranking: what :class:`ConversationRouter` builds on."""
+
+    index: CatalogueIndex
+    query: PreparedQuery
+    parts: dict[str, F32]
+    total: F32
+    """Sum of the strategies over the sum of their weights, in [0, 1], per agent."""
+    allowed: npt.NDArray[np.bool_]
+    """Status gating: which agents may be returned for this query."""
+
+    @property
+    def has_signal(self) -> bool:
+        """False when the message has nothing to route on (no words, content, hints or tags)."""
+        q = self.query
+        return bool(q.tokens or q.content_types or q.hints or q.tags or any(ch.isalnum() for ch in q.text))
+
+
+class AgentRouter:
+    """Route a query to the best of a list of agents (seed 004's ``AgentRouter``).
+
+    ``strategies`` default to mention, embedding, BM25, keyword boost, tool hint and file type; each
+    returns [0, weight] per agent, and an agent's score is their sum over the sum of the weights.
+    ``embedder`` is a name (``"use-m3"``, the default), an :class:`Embedder`, or ``None`` for lexical
+    routing only. ``calibration`` holds the confidence weights and thresholds (``memroute fit``).
+    """
+
+    def __init__(self, strategies: Sequence[Strategy] | None = None, *, embedder: Embedder | str | None = "use-m3",
+                 calibration: Calibration | None = None, cache: AgentCache | None = None) -> None:
+        self.strategies = list(strategies) if strategies is not None else default_strategies()
+        if not self.strategies:
+            raise InputError("AgentRouter needs at least one strategy; omit strategies to get the defaults")
+        names = [s.name for s in self.strategies]
+        if len(set(names)) != len(names):
+            raise InputError(f"strategy names must be unique, got {names}")
+        self.embedder = get_embedder(embedder) if isinstance(embedder, str) else embedder
+        self.calibration = calibration or Calibration()
+        self.cache = cache or AgentCache(self.embedder)
+        self.total_weight = float(sum(s.weight for s in self.strategies)) or 1.0
+
+    # ------------------------------------------------------------------------------------ scoring
+    def index(self, agents: Sequence[Agent]) -> CatalogueIndex:
+        """The precomputed catalogue (cached by agent id + version); call it to warm the cache."""
+        return self.cache.index(agents)
+
+    def prepare(self, query: RouterQuery | str) -> PreparedQuery:
+        q = RouterQuery.of(query)
+        text = q.query_text()
+        types = content_types_of([c.name for c in q.content], [c.mime for c in q.content], [c.type for c in q.content])
+        if not text and not types and not q.hints and not q.tags:
+            raise InputError("the query is empty: give it text, content, hints or tags")
+        vector = None
+        if self.embedder is not None and text:
+            vector = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]
+        return PreparedQuery(text, tokenize(text) if text else [], types, q.tags, q.hints, vector)
+
+    def score(self, query: RouterQuery | str | PreparedQuery, agents: Sequence[Agent] | CatalogueIndex) -> ScoredQuery:
+        """Every agent's score for ``query`` (no ranking): the building block of :meth:`route`."""
+        index = agents if isinstance(agents, CatalogueIndex) else self.index(agents)
+        prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
+        parts = {s.name: s.scores(prepared, index) for s in self.strategies}
+        total = np.zeros(index.n, dtype=np.float32)
+        for part in parts.values():
+            total += part
+        # Rounded so that float noise never decides between agents whose evidence is the same.
+        total = np.round(total / np.float32(self.total_weight), 6).astype(np.float32)
+        return ScoredQuery(index, prepared, parts, total, self._gate(index, prepared, parts))
+
+    def _gate(self, index: CatalogueIndex, query: PreparedQuery, parts: dict[str, F32]) -> npt.NDArray[np.bool_]:
+        """Seed 004's status gating: active always; idle when mentioned or hinted; inactive and error
+        only when named explicitly."""
+        status = index.status_rank
+        allowed = status == 0
+        if (status != 0).any():
+            named = np.zeros(index.n, dtype=bool)
+            hinted = np.zeros(index.n, dtype=bool)
+            for s in self.strategies:
+                if isinstance(s, MentionStrategy):
+                    named |= parts[s.name] > 0
+                elif isinstance(s, ToolHintStrategy):
+                    hinted |= parts[s.name] > 0
+            allowed = allowed | ((status == 1) & (named | hinted)) | ((status >= 2) & named)
+        out: npt.NDArray[np.bool_] = allowed
+        return out
+
+    def order(self, scored: ScoredQuery, scores: F32 | None = None, limit: int | None = None) -> list[int]:
+        """Allowed agents best first: score desc, then seed 004's tie-breaks (status, last used, usage, name,
+        id). With ``limit``, only the first ``limit`` (fast at 10,000 agents)."""
+        values = scored.total if scores is None else scores
+        candidates = np.flatnonzero(scored.allowed)
+        if limit is not None and limit < candidates.size:
+            vals = values[candidates]
+            kth = np.partition(vals, vals.size - limit)[vals.size - limit]
+            candidates = candidates[vals >= kth]  # ties with the k-th stay in, so tie-breaks decide
+        keys = np.lexsort((scored.index.tiebreak[candidates], -values[candidates]))
+        ranked: list[int] = candidates[keys].tolist()
+        return ranked if limit is None else ranked[:limit]
+
+    def explain(self, scored: ScoredQuery, agent: int) -> tuple[StrategyScore, ...]:
+        return tuple(StrategyScore(s.name, round(float(scored.parts[s.name][agent]), 6),
+                                   s.explain(scored.query, scored.index, agent))
+                     for s in self.strategies if scored.parts[s.name][agent] > 0)
+
+    def confidence_features(self, scored: ScoredQuery, ranked: Sequence[int]) -> ConfidenceFeatures:
+        return _features_from(scored.total[list(ranked[:2])], scored.total[scored.allowed])
+
+    # ------------------------------------------------------------------------------------ routing
+    def route(self, query: RouterQuery | str, agents: Sequence[Agent], top_k: int = 1,
+              include_scores: bool = False) -> RouterOutput:
+        """Rank ``agents`` for ``query``; ``agent`` is ``None`` (no route) when the best agent's confidence is
+        below its threshold, when no agent passes status gating, or when the message has nothing to route on."""
+        start = time.perf_counter()
+        if top_k < 1:
+            raise InputError(f"top_k must be at least 1, got {top_k}")
+        if not agents:
+            raise InputError("no agents to route to: pass at least one Agent (or load a catalogue)")
+        scored = self.score(query, agents)
+        ranked = self.order(scored, limit=max(top_k, 2))
+        return self.output(scored, ranked, top_k, include_scores, start)
+
+    def output(self, scored: ScoredQuery, ranked: Sequence[int], top_k: int, include_scores: bool,
+               start: float, reason: str | None = None, confidence: float | None = None) -> RouterOutput:
+        index = scored.index
+        if not ranked:
+            return RouterOutput((), None, 0.0, True, "no agent is available: all are idle, inactive or in error "
+                                "and none was named", (), _ms(start))
+        feats = self.confidence_features(scored, ranked)
+        conf = self.calibration.confidence(feats) if confidence is None else confidence
+        best = index.agents[ranked[0]]
+        threshold = self.calibration.threshold_for(best)
+        top = ranked[:top_k]
+        scores: tuple[AgentScore, ...] = ()
+        if include_scores:
+            scores = tuple(
+                AgentScore(index.agents[i], float(scored.total[i]),
+                           conf if r == 0 else self.calibration.confidence(
+                               _features_from(scored.total[[i, ranked[0]]], scored.total[scored.allowed])),
+                           self.calibration.threshold_for(index.agents[i]), r + 1, self.explain(scored, i))
+                for r, i in enumerate(top))
+        agents = tuple(index.agents[i] for i in top)
+        if not scored.has_signal:
+            return RouterOutput(agents, None, 0.0, True, "the message has no words to route on (emoji or "
+                                "punctuation only): ask the user what they need", scores, _ms(start))
+        if scored.total[ranked[0]] <= 0:
+            return RouterOutput(agents, None, 0.0, True, "no agent matched the message at all", scores, _ms(start))
+        if conf < threshold:
+            return RouterOutput(agents, None, conf, True, f"best agent {best.id!r} has confidence {conf:.2f}, below "
+                                f"its threshold {threshold:.2f}: ask the user", scores, _ms(start))
+        why = reason or _why(self, scored, ranked[0])
+        return RouterOutput(agents, best, conf, False, why, scores, _ms(start))
+
+
+def _features_from(pair: F32, allowed: F32) -> ConfidenceFeatures:
+    """Features of the first score of ``pair`` against the second (or against nothing if alone)."""
+    top = float(pair[0])
+    gap = top - float(pair[1]) if pair.size > 1 else top
+    return ConfidenceFeatures(top, gap, gap_scale(allowed))
+
+
+def _why(router: AgentRouter, scored: ScoredQuery, agent: int) -> str:
+    parts = sorted(((float(scored.parts[s.name][agent]), s.name) for s in router.strategies), reverse=True)
+    shown = ", ".join(f"{name} {value:.2f}" for value, name in parts if value > 0)
+    return f"highest score {float(scored.total[agent]):.3f} ({shown or 'no signal'})"
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0

@@ -1,0 +1,280 @@
+"""``ConversationRouter``: route a message in its conversation (seed 000's ``MemoryAwareRouter``, done right).
+
+- A self-contained message is routed on its own text; history never takes part in that decision.
+- A follow-up keeps the current agent unless another one clearly wins on the message's own text
+  (:mod:`memroute.routing.policy`); an explicit switch lowers that bar.
+- A first message that needs context ("and for two people?") is routed with the recent turns and, when
+  the memory can search, the related memories.
+- The assistant's replies are read from the conversation log as evidence about the current task.
+
+The session's route (current agent, task evidence, last message read) is kept in the store under the
+``routing`` namespace, so a restarted process continues exactly where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from memroute.errors import InputError
+from memroute.routing.agents import check_agents
+from memroute.routing.composite import AgentRouter, ScoredQuery
+from memroute.routing.cues import Cues, read_cues
+from memroute.routing.index import F32, CatalogueIndex
+from memroute.routing.policy import Action, PolicyParams, catalogue_scale, normalised, user_step
+from memroute.routing.query import AgentScore, RouterQuery
+from memroute.types import Agent, Message
+
+STATE_NAMESPACE = "routing"
+_EVIDENCE_KEEP = 200
+"""Evidence is stored for at most this many agents (the best ones): enough to revise, small to store."""
+
+
+class ConversationLog(Protocol):
+    """What the router needs from a store: named state and the conversation log (``memroute.stores.Store``
+    has all of it)."""
+
+    def put_state(self, namespace: str, key: str, value: dict[str, Any], owner: str = "") -> None: ...
+
+    def get_state(self, namespace: str, key: str, owner: str = "") -> dict[str, Any] | None: ...
+
+    def recent_messages(self, session_id: str, owner: str, limit: int = 20) -> list[Message]: ...
+
+    def add_messages(self, messages: Sequence[Message]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationDecision:
+    """Where a message went and why.
+
+    ``action``: ``routed`` (first message, on its own text), ``stayed`` (kept the current agent),
+    ``revised`` (the task's evidence now favours another agent), ``switched`` (another agent clearly won),
+    ``kept`` (nothing to route on, e.g. only an emoji: the current agent stays) or ``no_route``.
+    ``candidates`` are the best agents on this message's own text with their strategy scores.
+    """
+
+    agent: Agent | None
+    action: Action
+    reason: str
+    previous: str | None
+    used_context: bool
+    continuation: str
+    cues: tuple[str, ...]
+    confidence: float
+    candidates: tuple[AgentScore, ...] = ()
+    gap: float = 0.0
+    margin: float = 0.0
+    latency_ms: float = 0.0
+    scores: dict[str, float] = field(default_factory=dict)
+    """Every allowed candidate's score on this message's own text (the best 1,000 in huge catalogues)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent.id if self.agent else None, "action": self.action, "reason": self.reason,
+            "previous": self.previous, "used_context": self.used_context, "continuation": self.continuation,
+            "cues": list(self.cues), "confidence": round(self.confidence, 4), "gap": round(self.gap, 3),
+            "margin": None if self.margin == float("inf") else round(self.margin, 3),
+            "candidates": [c.as_dict() for c in self.candidates], "scores": self.scores,
+            "latency_ms": round(self.latency_ms, 3),
+        }
+
+
+def _analysis(text: str, recent: Sequence[Message]) -> tuple[str, bool, str | None]:
+    """(continuation, needs context, cue) from the query-understanding package when it is there."""
+    try:
+        from memroute import analysis
+    except ImportError:  # pragma: no cover - the package is part of memroute
+        return "unknown", False, None
+    analyze = getattr(analysis, "analyze", None)
+    if analyze is None:
+        return "unknown", False, None
+    try:
+        result: Any = analyze(text, list(recent), datetime.now(UTC))
+    except Exception:  # query understanding is advisory here: a failure must not stop routing
+        return "unknown", False, None
+    cont: Any = getattr(result, "continuation", None)
+    kind = getattr(cont, "kind", None) or getattr(cont, "value", None) or (cont if isinstance(cont, str) else None)
+    cue = getattr(cont, "cue", None)
+    return str(kind or "unknown"), bool(getattr(result, "needs_context", False)), str(cue) if cue else None
+
+
+class ConversationRouter:
+    """Route each user message of a session to an agent, taking the conversation into account.
+
+    ``memory`` is a :class:`memroute.Memory` (its store keeps the state and the log, and its ``search``
+    supplies related memories) or a bare store. ``agents`` is the catalogue. ``log_messages`` appends each
+    routed user message to the session's log (turn it off if the application logs them itself).
+    """
+
+    def __init__(self, memory: Any, agents: Sequence[Agent], *, router: AgentRouter | None = None,
+                 params: PolicyParams | None = None, owner: str | None = None, context_window: int = 8,
+                 use_memories: bool = True, log_messages: bool = True, candidates: int = 10) -> None:
+        self.memory = memory
+        store = getattr(memory, "store", memory)
+        for method in ("get_state", "put_state", "recent_messages", "add_messages"):
+            if not callable(getattr(store, method, None)):
+                raise InputError(f"ConversationRouter needs a Memory or a store with {method}(); "
+                                 f"got {type(memory).__name__}")
+        self.store: ConversationLog = store
+        self.owner = owner if owner is not None else str(getattr(memory, "owner", "") or "")
+        self.agents = check_agents(agents)
+        if not self.agents:
+            raise InputError("no agents to route to: pass at least one Agent (or load a catalogue)")
+        self.router = router or AgentRouter()
+        self.params = params or PolicyParams()
+        self.context_window = context_window
+        self.use_memories = use_memories and callable(getattr(memory, "search", None))
+        self.log_messages = log_messages
+        self.candidates = candidates
+        self.index: CatalogueIndex = self.router.index(self.agents)
+        emb_weight = sum(s.weight for s in self.router.strategies if s.name == "embedding")
+        scale = catalogue_scale(self.index.piece_matrix, self.index.piece_owner, self.index.piece_starts)
+        # Scores are sums over the total weight, so the floor follows the embedding's share of it.
+        self.floor = self.params.scale_floor * scale * emb_weight / self.router.total_weight or 0.01
+
+    # --------------------------------------------------------------------------------- public API
+    def route(self, text: str, session: str, *, owner: str | None = None) -> ConversationDecision:
+        """Route one user message of ``session`` (an unknown session simply starts a new conversation)."""
+        start = time.perf_counter()
+        if not isinstance(session, str) or not session.strip():
+            raise InputError("route needs a session id (any non-empty string; a new one starts a conversation)")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("the message is empty: route needs the user's text")
+        owner = self.owner if owner is None else owner
+        state = self.store.get_state(STATE_NAMESPACE, session, owner) or {}
+        recent = self.store.recent_messages(session, owner, self.context_window)
+        current = self.index.position.get(str(state.get("current") or ""))
+        evidence = self._load_evidence(state) if current is not None else None
+        last_seen = int(state.get("last_message_id") or 0)
+        assistant_text = None
+        for msg in recent:
+            if msg.id is not None and msg.id <= last_seen:
+                continue
+            if msg.role.lower() in ("assistant", "system", "bot", "agent") and msg.text.strip():
+                assistant_text = msg.text
+                if evidence is not None:
+                    a = self.router.score(msg.text, self.index)
+                    evidence = evidence + self.params.assistant_weight * normalised(a.total, self.floor)
+        continuation, needs_context, analysis_cue = _analysis(text, recent)
+        cues = read_cues(text, assistant_text)
+        if continuation == "switch" and not cues.switch:
+            cues = Cues(cues.also, cues.request, True, cues.closing, cues.assistant_done)
+        scored = self.router.score(RouterQuery(text=text), self.index)
+        previous = self.agents[current].id if current is not None else None
+        used_context = False
+        if not scored.has_signal:
+            decision = self._decide_without_words(scored, current, previous, continuation, cues)
+        else:
+            scores = scored.total
+            if current is None and needs_context:
+                scores, used_context = self._with_context(text, scored, recent, session, owner)
+            step = user_step(self.params, scores, scored.allowed, current, evidence, cues, self.floor,
+                             follow_up=continuation == "follow_up")
+            current, evidence = step.current, step.evidence
+            decision = self._decision(scored, step.action, current, previous, step.gap, step.margin,
+                                      step.challenger, used_context, continuation, cues, analysis_cue)
+        self._save(session, owner, state, current, evidence, recent, text)
+        return _with_latency(decision, start)
+
+    def reset(self, session: str, *, owner: str | None = None) -> None:
+        """Forget a session's route (the next message is routed as a first message)."""
+        self.store.put_state(STATE_NAMESPACE, session, {}, self.owner if owner is None else owner)
+
+    # --------------------------------------------------------------------------------- internals
+    def _load_evidence(self, state: dict[str, Any]) -> F32:
+        evidence = np.zeros(self.index.n, dtype=np.float32)
+        stored = state.get("evidence") or {}
+        if isinstance(stored, dict):
+            for agent_id, value in stored.items():
+                i = self.index.position.get(str(agent_id))
+                if i is not None:
+                    evidence[i] = float(value)
+        return evidence
+
+    def _with_context(self, text: str, scored: ScoredQuery, recent: Sequence[Message], session: str,
+                      owner: str) -> tuple[F32, bool]:
+        """A first message that needs context: add the previous user turn and related memories, each
+        with a smaller weight than the message itself."""
+        scores = scored.total.copy()
+        used = False
+        prior = [m for m in recent if m.role.lower() == "user" and m.text.strip()]
+        if prior:
+            scores += self.params.context_weight * self.router.score(prior[-1].text, self.index).total
+            used = True
+        if self.use_memories:
+            try:
+                hits = self.memory.search(text, limit=2, owner=owner, mode="hybrid")
+            except Exception:  # related memories are a bonus; a store without them must still route
+                hits = []
+            for hit in hits:
+                scores += 0.25 * self.router.score(hit.memory.text, self.index).total
+                used = True
+        return scores.astype(np.float32), used
+
+    def _decide_without_words(self, scored: ScoredQuery, current: int | None, previous: str | None,
+                              continuation: str, cues: Cues) -> ConversationDecision:
+        if current is not None:
+            return ConversationDecision(self.agents[current], "kept", "the message has no words to route on; "
+                                        "kept the current agent", previous, False, continuation, cues.names, 0.0)
+        return ConversationDecision(None, "no_route", "the message has no words to route on (emoji or "
+                                    "punctuation only) and the session has no agent yet: ask the user",
+                                    previous, False, continuation, cues.names, 0.0)
+
+    def _decision(self, scored: ScoredQuery, action: Action, current: int, previous: str | None, gap: float,
+                  margin: float, challenger: int | None, used_context: bool, continuation: str, cues: Cues,
+                  analysis_cue: str | None) -> ConversationDecision:
+        ranked = self.router.order(scored, limit=min(self.candidates, self.index.n))
+        conf = self.router.calibration.confidence(self.router.confidence_features(scored, ranked))
+        candidates = tuple(
+            AgentScore(self.agents[i], float(scored.total[i]), conf if r == 0 else 0.0,
+                       self.router.calibration.threshold_for(self.agents[i]), r + 1, self.router.explain(scored, i))
+            for r, i in enumerate(ranked))
+        agent = self.agents[current]
+        cue_text = ", ".join(cues.names) or "none"
+        other = self.agents[challenger].id if challenger is not None else None
+        if action == "routed":
+            context = " with recent context" if used_context else ""
+            reason = f"first message of the session, routed on its own text{context} to {agent.id!r}"
+        elif action == "switched":
+            reason = (f"{agent.id!r} leads {previous!r} by {gap:.1f} catalogue-scale units on this message's own text, "
+                      f"above the margin {margin:.1f} (cues: {cue_text})")
+        elif action == "revised":
+            reason = (f"the task's evidence so far (user and assistant turns) now favours {agent.id!r} over "
+                      f"{previous!r}")
+        else:
+            bar = "a closing never switches" if margin == float("inf") else f"margin {margin:.1f}"
+            lead = f"; best other {other!r} leads by {gap:.1f}" if other else ""
+            reason = f"follow-up kept {agent.id!r} ({bar}{lead}; cues: {cue_text})"
+        if analysis_cue:
+            reason += f"; analysis cue {analysis_cue!r}"
+        everyone = self.router.order(scored, limit=min(1000, self.index.n))
+        scores = {self.agents[i].id: round(float(scored.total[i]), 5) for i in everyone}
+        return ConversationDecision(agent, action, reason, previous, used_context, continuation, cues.names,
+                                    conf, candidates, gap, margin, scores=scores)
+
+    def _save(self, session: str, owner: str, state: dict[str, Any], current: int | None, evidence: F32 | None,
+              recent: Sequence[Message], text: str) -> None:
+        last_id = max([int(state.get("last_message_id") or 0), *(m.id for m in recent if m.id is not None)])
+        if self.log_messages:
+            self.store.add_messages([Message(session, "user", text, datetime.now(UTC), owner)])
+            after = self.store.recent_messages(session, owner, 1)
+            if after and after[-1].id is not None:
+                last_id = max(last_id, after[-1].id)
+        value: dict[str, Any] = {"last_message_id": last_id, "updated_at": datetime.now(UTC).isoformat()}
+        if current is not None:
+            value["current"] = self.agents[current].id
+            if evidence is not None:
+                keep = np.argsort(-evidence, kind="stable")[:_EVIDENCE_KEEP]
+                value["evidence"] = {self.agents[int(i)].id: round(float(evidence[i]), 5) for i in keep}
+        self.store.put_state(STATE_NAMESPACE, session, value, owner)
+
+
+def _with_latency(decision: ConversationDecision, start: float) -> ConversationDecision:
+    from dataclasses import replace
+
+    return replace(decision, latency_ms=(time.perf_counter() - start) * 1000.0)

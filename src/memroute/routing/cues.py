@@ -1,0 +1,65 @@
+"""Conversation cues that move the bar for leaving the current agent, in English, Japanese and Korean.
+
+The bar drops when the user adds a request ("also", "I also need", 「あと」, "그리고") or announces a
+switch ("by the way", 「ところで」, "그런데"), and when the assistant has just finished a task or offered
+more help ("anything else?", 「他にご用件は」): the next message is then often about something new. It
+rises on bare thanks and closings, which belong to the task just done. The assistant's words are only
+used as such a cue, never scored against the agents: they talk about the old agent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ALSO = re.compile(
+    r"\b(also|too|as well|another|one more|in addition|additionally|besides|and then|next)\b"
+    r"|(あと|それと|それから|また|ついでに|次に|別の|他にも|ほかにも)"
+    r"|(그리고|또|추가로|다음으로|그 다음)", re.IGNORECASE)
+_REQUEST = re.compile(
+    r"\b(i need|i want|i'd like|i would like|i'm looking|i am looking|can you|could you|please (find|get|book|"
+    r"search|help)|find me|help me|search for|look for|i'm interested|i am interested)\b"
+    r"|(探して|調べて|教えて|予約したい|知りたい|お願いします|ありますか)|(찾아|알려|예약하고|싶어요|있나요)",
+    re.IGNORECASE)
+_SWITCH = re.compile(
+    r"\b(by the way|btw|anyway|switching|different question|unrelated)\b"
+    r"|(ところで|話は変わ|別件|そういえば)|(그런데|근데|그나저나|다른 질문)", re.IGNORECASE)
+_CLOSING = re.compile(
+    r"\b(thanks?|thank you|thx|that'?s (all|it|everything)|that is (all|it)|that will be all|nothing else|"
+    r"no more|i'?m done|i am done|all set|bye|goodbye|not (right )?now|no,? that'?s|nope|you'?ve been|"
+    r"you have been|have a (good|nice|great))\b"
+    r"|(ありがとう|以上です|大丈夫です|結構です|失礼します)|(감사|고맙|괜찮아요|됐어요|수고)", re.IGNORECASE)
+_ASSISTANT_DONE = re.compile(
+    r"\b(anything else|something else|else i can|else can i|any other|further assist|more help|"
+    r"successfully|is confirmed|has been (booked|reserved|made|confirmed|scheduled|sent|set)|"
+    r"have (booked|reserved|made|set)|is booked|all set|is done|completed)\b"
+    r"|(他に|ほかに|何かございますか|完了|承りました|予約いたしました|予約しました|お手伝いできること)"
+    r"|(더 필요|다른 도움|완료|예약되었습니다|예약했습니다)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Cues:
+    """What the last exchange says about leaving the current agent (names, for explanations)."""
+
+    also: bool = False
+    request: bool = False
+    switch: bool = False
+    closing: bool = False
+    assistant_done: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n in ("also", "request", "switch", "closing", "assistant_done") if getattr(self, n))
+
+
+def read_cues(user_text: str, assistant_text: str | None) -> Cues:
+    text = user_text.strip()
+    return Cues(
+        also=bool(_ALSO.search(text)),
+        request=bool(_REQUEST.search(text)),
+        switch=bool(_SWITCH.search(text)),
+        # A closing is short and asks for nothing new: "No thanks, that's all", not "Thanks! Now a taxi".
+        closing=bool(_CLOSING.search(text)) and len(text.split()) <= 15 and len(text) <= 90
+        and "?" not in text and "？" not in text and not _REQUEST.search(text) and not _ALSO.search(text),
+        assistant_done=bool(assistant_text and _ASSISTANT_DONE.search(assistant_text)),
+    )

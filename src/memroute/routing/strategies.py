@@ -1,0 +1,278 @@
+"""The routing strategies of seed 004 plus embedding similarity.
+
+Each strategy scores every agent at once (a numpy vector in ``[0, weight]``) and explains one agent on
+demand, so that ranking 10,000 agents costs a few vector operations and explanations are built only for
+the agents returned. Explanations carry normalised matched terms, tool names, file types and piece kinds,
+never the user's raw text (seed 004, privacy). The composite router sums the strategies.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from memroute.routing.documents import normalise_name
+from memroute.routing.index import F32, CatalogueIndex
+from memroute.text import tokenize
+
+_MENTION = re.compile(r"@([\w\-.:]+)", re.UNICODE)
+_WORDS = re.compile(r"[\w]+", re.UNICODE)
+_FILE_SUFFIXES = {
+    "image": (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".svg", ".heic"),
+    "audio": (".mp3", ".wav", ".m4a", ".ogg", ".flac"),
+    "video": (".mp4", ".mov", ".avi", ".mkv", ".webm"),
+}
+
+
+@dataclass(slots=True)
+class PreparedQuery:
+    """A query as every strategy reads it: computed once per route."""
+
+    text: str
+    tokens: list[str]
+    content_types: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    hints: tuple[str, ...] = ()
+    vector: F32 | None = None
+    norm_text: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.norm_text = normalise_name(self.text)
+
+
+class Strategy(Protocol):
+    """One scoring signal. ``scores`` returns a float32 vector over the index's agents in [0, weight]."""
+
+    name: str
+    weight: float
+
+    def scores(self, query: PreparedQuery, index: CatalogueIndex) -> F32: ...
+
+    def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]: ...
+
+
+def _is_distinctive(name: str, original: str) -> bool:
+    """A name that cannot be an ordinary word of a message: several words, digits, or an identifier."""
+    return " " in name or any(c.isdigit() for c in name) or bool(re.search(r"[_\-.]|[a-z][A-Z]", original))
+
+
+class MentionStrategy:
+    """1.0 when the message names the agent: ``@id`` / ``@name``, the whole message is its name, or a
+    distinctive name (several words, digits, an identifier such as ``code_review``) appears verbatim.
+    A one-word everyday name ("hotel") only counts with ``@``: "a taxi to the hotel" names no agent."""
+
+    name = "mention"
+
+    def __init__(self, weight: float = 1.0) -> None:
+        self.weight = weight
+
+    def matches(self, query: PreparedQuery, index: CatalogueIndex) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for m in _MENTION.finditer(query.text):
+            for i in index.names.get(normalise_name(m.group(1)), ()):
+                found.setdefault(i, "@" + normalise_name(m.group(1)))
+        for hint in query.hints:
+            for i in index.names.get(normalise_name(hint), ()):
+                found.setdefault(i, "hint:" + normalise_name(hint))
+        if query.norm_text in index.names:
+            for i in index.names[query.norm_text]:
+                found.setdefault(i, "name")
+        words = [w.lower() for w in _WORDS.findall(query.text.replace("_", " ").replace("-", " "))]
+        for size in range(2, index.max_name_words + 1):
+            for start in range(len(words) - size + 1):
+                gram = " ".join(words[start:start + size])
+                for i in index.names.get(gram, ()):
+                    found.setdefault(i, gram)
+        for word in _WORDS.findall(query.text):
+            norm = normalise_name(word)
+            if norm in index.names and _is_distinctive(norm, word):
+                for i in index.names[norm]:
+                    found.setdefault(i, norm)
+        for name, idxs in index.cjk_names:
+            if len(name) >= 2 and name in query.norm_text:
+                for i in idxs:
+                    found.setdefault(i, name)
+        return found
+
+    def scores(self, query: PreparedQuery, index: CatalogueIndex) -> F32:
+        out = np.zeros(index.n, dtype=np.float32)
+        hits = self.matches(query, index)
+        if hits:
+            out[list(hits)] = self.weight
+        return out
+
+    def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]:
+        hit = self.matches(query, index).get(agent)
+        return {"matched": hit} if hit else {}
+
+
+class BM25Strategy:
+    """BM25 of the message's content tokens against the safe agent document, divided by the message's total
+    idf (so a score says how much of the message the agent covers), times the weight."""
+
+    name = "bm25"
+
+    def __init__(self, weight: float = 0.2) -> None:
+        self.weight = weight
+
+    def scores(self, query: PreparedQuery, index: CatalogueIndex) -> F32:
+        return index.bm25.scores(query.tokens) * np.float32(self.weight)
+
+    def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]:
+        doc = index.entries[agent].doc
+        vocab = set(doc.doc_tokens) | set(doc.example_tokens)
+        return {"matched_terms": sorted({t for t in query.tokens if t in vocab})}
+
+
+class KeywordBoostStrategy:
+    """Seed 004: +0.1 per query token or tag that is one of the agent's keywords or categories, capped."""
+
+    name = "keywords"
+
+    def __init__(self, weight: float = 0.2, per_hit: float = 0.1) -> None:
+        self.weight = weight
+        self.per_hit = per_hit
+
+    def _hits(self, query: PreparedQuery) -> list[str]:
+        tags = [t for tag in query.tags for t in tokenize(tag)]
+        return list(dict.fromkeys([*query.tokens, *tags]))
+
+    def scores(self, query: PreparedQuery, index: CatalogueIndex) -> F32:
+        out = np.zeros(index.n, dtype=np.float32)
+        if not index.keywords:
+            return out
+        for tok in self._hits(query):
+            for i in index.keywords.get(tok, ()):
+                out[i] += self.per_hit
+        return np.minimum(out, np.float32(self.weight))
+
+    def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]:
+        kws = index.entries[agent].doc.keyword_tokens
+        hits = [t for t in self._hits(query) if t in kws]
+        return {"matched_keywords": hits} if hits else {}
+
+
+class ToolHintStrategy:
+    """A small boost when a hint, or an identifier in the message, is one of the agent's tool names."""
+
+    name = "tools"
+
+    def __init__(self, weight: float = 0.2) -> None:
+        self.weight = weight
+
+    def _tools(self, query: PreparedQuery) -> set[str]:
+        named = {normalise_name(h) for h in query.hints}
+        named.update(normalise_name(w) for w in re.findall(r"[\w\-.]+", query.text) if _is_distinctive(
+            normalise_name(w), w))
+        return named
+
+    def scores(self, query: PreparedQuery, index: CatalogueIndex) -> F32:
+        out = np.zeros(index.n, dtype=np.float32)
+        if index.tools:
+            for tool in self._tools(query):
+                for i in index.tools.get(tool, ()):
+                    out[i] = self.weight
+        return out
+
+    def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]:
+        hits = sorted(self._tools(query) & index.entries[agent].doc.tool_names)
+        return {"tool_hits": hits} if hits else {}
+
+
+class FileTypeStrategy:
+    """A boost for agents that accept the message's non-text content (image, audio, video, file)."""
+
+    name = "file_type"
+
+    def __init__(self, weight: float = 0.2) -> None:
+        self.weight = weight
+
+    def scores(self, query: PreparedQuery, index: CatalogueIndex) -> F32:
+        out = np.zeros(index.n, dtype=np.float32)
+        types = query.content_types
+        if not types:
+            return out
+        for t in types:
+            out += index.input_types[t].astype(np.float32)
+        return out * np.float32(self.weight / len(types))
+
+    def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]:
+        accepted = [t for t in query.content_types if t in index.agents[agent].input_types]
+        return {"file_types": accepted} if accepted else {}
+
+
+def content_types_of(names: list[str], mimes: list[str], types: list[str]) -> tuple[str, ...]:
+    """Content types from declared types, refined by file suffix or MIME type ("file" → "image")."""
+    out = {t for t in types if t != "text"}
+    for name, mime in zip(names, mimes, strict=True):
+        lowered = name.lower()
+        for kind, suffixes in _FILE_SUFFIXES.items():
+            if lowered.endswith(suffixes) or mime.startswith(kind + "/"):
+                out.add(kind)
+    return tuple(sorted(out))
+
+
+class EmbeddingStrategy:
+    """Cosine similarity of the message to the agent's pieces (description, each capability: best piece
+    wins) and to its example utterances (mean of the ``top_examples`` nearest, which is steadier than the
+    single nearest neighbour), clipped to [0, 1], times the weight."""
+
+    name = "embedding"
+
+    def __init__(self, weight: float = 1.0, top_examples: int = 3) -> None:
+        self.weight = weight
+        self.top_examples = top_examples
+
+    def similarities(self, query: PreparedQuery, index: CatalogueIndex) -> tuple[F32, F32]:
+        """(best piece cosine, example cosine) per agent; agents without examples get -1 for the latter."""
+        piece = np.full(index.n, -1.0, dtype=np.float32)
+        example = np.full(index.n, -1.0, dtype=np.float32)
+        if query.vector is None or not index.has_vectors:
+            return piece, example
+        if index.piece_matrix.shape[0]:
+            sims = index.piece_matrix @ query.vector
+            piece[index.piece_owner[index.piece_starts]] = np.maximum.reduceat(sims, index.piece_starts)
+        if index.example_matrix.shape[0]:
+            example[index.example_agents] = _top_mean(index.example_matrix @ query.vector, index.example_owner,
+                                                      index.example_starts, self.top_examples)
+        return piece, example
+
+    def scores(self, query: PreparedQuery, index: CatalogueIndex) -> F32:
+        piece, example = self.similarities(query, index)
+        return np.clip(np.maximum(piece, example), 0.0, 1.0) * np.float32(self.weight)
+
+    def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]:
+        if query.vector is None or not index.has_vectors:
+            return {}
+        entry = index.entries[agent]
+        out: dict[str, Any] = {}
+        if entry.piece_vectors is not None and len(entry.piece_vectors):
+            sims = entry.piece_vectors @ query.vector
+            best = int(np.argmax(sims))
+            out["best_piece"] = "description" if best == 0 else f"capability {best}"
+            out["piece_similarity"] = round(float(sims[best]), 4)
+        if entry.example_vectors is not None and len(entry.example_vectors):
+            sims = np.sort(entry.example_vectors @ query.vector)[::-1][: self.top_examples]
+            out["example_similarity"] = round(float(sims.mean()), 4)
+        return out
+
+
+def _top_mean(sims: F32, owner: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], k: int) -> F32:
+    """Mean of the k largest similarities within each owner's contiguous block."""
+    if k <= 1:
+        return np.maximum.reduceat(sims, starts).astype(np.float32)
+    order = np.lexsort((-sims, owner))
+    ranked = sims[order]
+    pos = np.arange(len(sims)) - np.repeat(starts, np.diff(np.r_[starts, len(sims)]))
+    keep = pos < k
+    sums = np.add.reduceat(np.where(keep, ranked, 0.0), starts)
+    counts = np.add.reduceat(keep.astype(np.float32), starts)
+    return (sums / counts).astype(np.float32)
+
+
+def default_strategies() -> list[Strategy]:
+    return [MentionStrategy(), EmbeddingStrategy(), BM25Strategy(), KeywordBoostStrategy(), ToolHintStrategy(),
+            FileTypeStrategy()]

@@ -1,0 +1,157 @@
+"""Unit tests of the recall stages that need no store: fusion, dedupe, decay, strategy, options, pack, metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memroute.analysis import analyze
+from memroute.errors import InputError
+from memroute.eval.locomo import load_locomo, parse_session_date
+from memroute.eval.recall_eval import scores
+from memroute.retrieval import (
+    RecallOptions,
+    Strategy,
+    minmax,
+    rrf,
+    search_params,
+    select_strategy,
+    should_inject,
+    weighted_minmax,
+)
+from memroute.retrieval.decay import decay_multiplier
+from memroute.retrieval.dedupe import near_duplicates
+from memroute.retrieval.pack import PackEntry, estimate_tokens, render
+from memroute.types import ScoredId
+
+NOW = datetime(2025, 6, 18, 9, tzinfo=UTC)
+
+
+def _list(*pairs: tuple[str, float]) -> list[ScoredId]:
+    return [ScoredId(i, s) for i, s in pairs]
+
+
+def test_rrf_is_cormack_formula() -> None:
+    fused = rrf([_list(("a", 9), ("b", 5)), _list(("b", 0.9))])
+    assert fused["a"] == pytest.approx(1 / 61)
+    assert fused["b"] == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_weighted_minmax_scales_each_list_and_weighs_it() -> None:
+    fused = weighted_minmax([_list(("a", 10), ("b", 5), ("c", 0)), _list(("c", 0.8), ("a", 0.4))], [0.7, 0.3])
+    assert fused["a"] == pytest.approx(0.7 * 1.0 + 0.3 * 0.5)  # the minimum is floored at 0: 0.4 / 0.8
+    assert fused["b"] == pytest.approx(0.35)
+    assert fused["c"] == pytest.approx(0.3)
+    assert minmax(_list(("x", 2.0), ("y", 2.0))) == {"x": 1.0, "y": 1.0}
+    assert minmax(_list(("x", 0.5), ("y", -0.5))) == {"x": 1.0, "y": 0.0}
+
+
+_lists = st.lists(st.lists(st.tuples(st.sampled_from("abcdefg"), st.floats(0, 100)), max_size=6,
+                           unique_by=lambda t: t[0]), min_size=1, max_size=4)
+
+
+@given(_lists)
+def test_fusion_does_not_depend_on_the_order_of_the_lists(raw: list[list[tuple[str, float]]]) -> None:
+    lists = [sorted(_list(*r), key=lambda h: -h.score) for r in raw]
+    weights = [0.5 + i for i in range(len(lists))]
+    assert rrf(lists) == pytest.approx(rrf(list(reversed(lists))))
+    forward = weighted_minmax(lists, weights)
+    backward = weighted_minmax(list(reversed(lists)), list(reversed(weights)))
+    assert forward.keys() == backward.keys()
+    for key, value in forward.items():
+        assert backward[key] == pytest.approx(value)
+
+
+def test_dedupe_drops_the_worse_copy_only() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=16).astype(np.float32)
+    other = rng.normal(size=16).astype(np.float32)
+    vectors = {"first": base, "copy": base + 0.01, "different": other}
+    assert near_duplicates(["first", "copy", "different"], vectors, 0.95) == {"copy": "first"}
+    assert near_duplicates(["copy", "first"], vectors, 0.95) == {"first": "copy"}
+    assert near_duplicates(["first", "copy"], vectors, 0.99999999) == {}
+
+
+def test_decay_is_seed_003_factor_per_year() -> None:
+    assert decay_multiplier(NOW - timedelta(days=365.25), NOW, 0.1) == pytest.approx(math.exp(-0.1))
+    assert decay_multiplier(NOW + timedelta(days=3), NOW, 0.1) == 1.0
+    assert decay_multiplier(None, NOW, 0.1) == 1.0
+    assert decay_multiplier(NOW - timedelta(days=900), NOW, 0.0) == 1.0
+
+
+def test_strategy_decision_tree() -> None:
+    assert select_strategy(analyze("先週のあれどうなった？", now=NOW)) == Strategy.TEMPORAL
+    assert select_strategy(analyze("지난주 부산 출장 어땠어?", now=NOW)) == Strategy.TEMPORAL
+    factual = analyze("When is Kenji's flight to Osaka?", now=NOW)
+    assert select_strategy(factual) == Strategy.KEYWORD_BOOST
+    today = analyze("今日の会議のメモ", now=NOW)
+    assert search_params(Strategy.TEMPORAL, today, RecallOptions()).time_decay_factor == 0.0
+    params = search_params(Strategy.HYBRID, factual, RecallOptions(vector_weight=0.9))
+    assert params.vector_weight == 0.9 and params.keyword_weight == 0.65
+    # conceptual questions search keywords too (measured better on conversation memories than semantic_only)
+    assert select_strategy(analyze("Why did Caroline start painting?", now=NOW)) == Strategy.HYBRID
+
+
+@pytest.mark.parametrize("bad", [dict(limit=0), dict(strategy="fastest"), dict(fusion="sum"),
+                                 dict(vector_weight=1.5), dict(dedupe_threshold=0.0), dict(window_days=0)])
+def test_options_say_which_field_is_wrong(bad: dict[str, object]) -> None:
+    with pytest.raises(InputError):
+        RecallOptions(**bad).validated()  # type: ignore[arg-type]
+
+
+def test_should_inject_is_seed_001_rule() -> None:
+    assert should_inject(["high"])
+    assert should_inject(["medium", "none", "medium"])
+    assert not should_inject(["medium", "none"])
+    assert not should_inject([])
+
+
+def test_pack_is_in_the_conversation_language_and_within_budget() -> None:
+    entries = [PackEntry(NOW - timedelta(days=8), "プロジェクトXの締切は金曜日" * 20, "サポートしますよ", None,
+                         "「締切」に言及"),
+               PackEntry(NOW - timedelta(days=9), "二件目の記憶", None, "田中", "意味が近い")]
+    full = render(entries, "ja", max_chars=10_000)
+    assert full.startswith("[EPISODE_EVIDENCE]\n以下は現在の会話に関連する過去のやりとりです。")
+    assert "[2025-06-10] ユーザー: 「プロジェクトX" in full and "パートナー: 「サポートしますよ」" in full
+    assert "田中: 「二件目の記憶」" in full and "→ 関連: 意味が近い" in full
+    small = render(entries, "ja", max_chars=300)
+    assert len(small) <= 300 and "…" in small and "二件目" not in small
+    assert estimate_tokens(render(entries, "ja", max_chars=None, max_tokens=120)) <= 120
+    assert render(entries, "ja", max_chars=20) == ""
+    assert render([], "en") == ""
+    assert "The following past exchanges" in render(entries[1:], "en")
+
+
+def test_eval_scores() -> None:
+    s = scores(["x", "e1", "y", "z", "w", "e2"], frozenset({"e1", "e2"}))
+    assert s["recall@5"] == 0.5 and s["recall@10"] == 1.0 and s["hit@5"] == 1.0 and s["mrr"] == 0.5
+    ideal = 1 + 1 / math.log2(3)
+    assert s["ndcg@10"] == pytest.approx((1 / math.log2(3) + 1 / math.log2(7)) / ideal)
+    assert scores([], frozenset({"a"}))["mrr"] == 0.0
+
+
+def test_locomo_loader_on_a_tiny_fixture(tmp_path: Path) -> None:
+    assert parse_session_date("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    with pytest.raises(InputError):
+        parse_session_date("sometime")
+    turns = [{"dia_id": f"D1:{i}", "speaker": "Ann" if i % 2 else "Bo", "text": f"line {i}"} for i in range(1, 6)]
+    turns[2]["img_caption"] = "a cat on a sofa"
+    (tmp_path / "sessions.jsonl").write_text(json.dumps({"sample_id": "c1", "speaker_a": "Ann", "speaker_b": "Bo",
+        "sessions": [{"session": 1, "date_time": "10:00 am on 2 June, 2024", "turns": turns}]}) + "\n")
+    (tmp_path / "qa.jsonl").write_text(
+        json.dumps({"sample_id": "c1", "qa_idx": 0, "question": "q?", "category": 4, "evidence_resolved": ["D1:3"]})
+        + "\n" + json.dumps({"sample_id": "c1", "qa_idx": 1, "question": "none?", "category": 5,
+                             "evidence_resolved": []}) + "\n")
+    (conv,) = load_locomo(tmp_path)
+    assert [q.evidence for q in conv.questions] == [("c1:D1:3",)]
+    mems = list(conv.memories())
+    assert mems[2]["text"] == "Ann: line 3 [shared a photo: a cat on a sofa]"
+    assert mems[2]["context"].split("\n") == ["Ann: line 1", "Bo: line 2", "Bo: line 4", "Ann: line 5"]
+    assert conv.now == datetime(2024, 6, 3, 10, 0, 4, tzinfo=UTC)

@@ -1,0 +1,97 @@
+"""ConversationRouter over a real SQLite file store: follow-ups, switches, restarts, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from memroute import Memory
+from memroute.embed import CachedEmbedder
+from memroute.errors import InputError
+from memroute.routing import AgentRouter, ConversationRouter
+from memroute.routing.cues import read_cues
+from memroute.types import Agent
+
+AGENTS = (
+    Agent("translate", "Translator", "Translates sentences between languages such as English, French and Japanese"),
+    Agent("code_review", "Code reviewer", "Reviews source code for bugs, style and performance"),
+    Agent("weather", "Weather", "Weather forecasts and current conditions for a city"),
+)
+
+
+@pytest.fixture(scope="module")
+def router(embedder: CachedEmbedder) -> AgentRouter:
+    return AgentRouter(embedder=embedder)
+
+
+def test_follow_up_stays_and_explicit_switch_moves(memory: Memory, router: AgentRouter) -> None:
+    conv = ConversationRouter(memory, AGENTS, router=router)
+    first = conv.route("Translate 'good morning' into Japanese", session="s1")
+    assert first.agent is not None and first.agent.id == "translate" and first.action == "routed"
+    memory.add_message("s1", "assistant", "おはようございます")
+    follow = conv.route("Now to French", session="s1")
+    assert follow.agent is not None and follow.agent.id == "translate"
+    assert follow.action in ("stayed", "revised") and follow.previous == "translate"
+    assert len(follow.candidates) == 3 and set(follow.scores) == {a.id for a in AGENTS}  # runners-up too
+    switch = conv.route("By the way, what's the weather forecast for Tokyo tomorrow?", session="s1")
+    assert switch.agent is not None and switch.agent.id == "weather" and switch.action == "switched"
+    assert "switch" in switch.cues and "weather" in switch.reason
+    log = memory.recent_messages("s1")
+    assert [m.role for m in log] == ["user", "assistant", "user", "user"]
+
+
+def test_thanks_never_switches(memory: Memory, router: AgentRouter) -> None:
+    conv = ConversationRouter(memory, AGENTS, router=router)
+    conv.route("Please review this Python function for bugs", session="s2")
+    memory.add_message("s2", "assistant", "Line 3 has an off-by-one error. Anything else?")
+    thanks = conv.route("No thanks, that's all!", session="s2")
+    assert thanks.agent is not None and thanks.agent.id == "code_review" and "closing" in thanks.cues
+
+
+def test_state_survives_a_restart(db_url: str, embedder: CachedEmbedder, router: AgentRouter) -> None:
+    with Memory.open(db_url, owner="bob", embedder=embedder) as mem:
+        ConversationRouter(mem, AGENTS, router=router).route("Review my pull request please", session="r")
+    with Memory.open(db_url, owner="bob", embedder=embedder) as mem:
+        again = ConversationRouter(mem, AGENTS, router=AgentRouter(embedder=embedder))
+        decision = again.route("and what about performance?", session="r")
+        assert decision.previous == "code_review" and decision.agent is not None
+        assert decision.agent.id == "code_review"
+        state = mem.store.get_state("routing", "r", "bob")
+        assert state is not None and state["current"] == "code_review"
+    with Memory.open(db_url, owner="carol", embedder=embedder) as mem:  # another owner: another session
+        other = ConversationRouter(mem, AGENTS, router=router).route("and what about performance?", session="r")
+        assert other.previous is None and other.action == "routed"
+
+
+def test_emoji_unknown_session_and_bad_input(memory: Memory, router: AgentRouter) -> None:
+    conv = ConversationRouter(memory, AGENTS, router=router)
+    fresh = conv.route("😀", session="never-seen")
+    assert fresh.agent is None and fresh.action == "no_route"
+    conv.route("What's the weather in Seoul?", session="e")
+    kept = conv.route("👍", session="e")
+    assert kept.agent is not None and kept.agent.id == "weather" and kept.action == "kept"
+    with pytest.raises(InputError, match="session"):
+        conv.route("hello", session="")
+    with pytest.raises(InputError, match="empty"):
+        conv.route("  ", session="e")
+    with pytest.raises(InputError, match="no agents"):
+        ConversationRouter(memory, [], router=router)
+    with pytest.raises(InputError, match="get_state"):
+        ConversationRouter(object(), AGENTS, router=router)
+
+
+def test_japanese_and_korean_conversations(memory: Memory, router: AgentRouter) -> None:
+    conv = ConversationRouter(memory, AGENTS, router=router)
+    assert conv.route("明日の大阪の天気を教えて", session="ja").agent == AGENTS[2]
+    memory.add_message("ja", "assistant", "明日の大阪は晴れです。")
+    moved = conv.route("ところで、この文を英語に翻訳してください", session="ja")
+    assert moved.agent == AGENTS[0] and "switch" in moved.cues
+    assert conv.route("이 코드 리뷰해 주세요", session="ko").agent == AGENTS[1]
+
+
+def test_cues() -> None:
+    assert read_cues("I also need a taxi", None).also
+    assert read_cues("No, that's all. Thank you!", None).closing
+    assert not read_cues("Thanks! Now find me a hotel", None).closing
+    assert read_cues("ありがとうございました", None).closing
+    assert read_cues("그런데 날씨는?", None).switch
+    assert read_cues("ok", "Your table is booked. Anything else?").assistant_done
