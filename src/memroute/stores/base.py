@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from memroute.errors import InputError
 from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
 
 
@@ -30,6 +31,16 @@ class MemoryRecord:
     tokens: Sequence[str]
     vector: npt.NDArray[np.float32]
     context_tokens: Sequence[str] = ()
+
+
+def checked_vector(vector: npt.ArrayLike, dimension: int, what: str) -> npt.NDArray[np.float32]:
+    """``vector`` as a flat float32 array, or an ``InputError`` naming ``what`` if it cannot be stored."""
+    vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if vec.shape != (dimension,):
+        raise InputError(f"{what} has {vec.size} values; the store holds {dimension}-d vectors")
+    if not np.isfinite(vec).all():
+        raise InputError(f"{what} contains NaN or infinity")
+    return vec
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memroute.errors import DependencyError, InputError, ModelMismatchError, SchemaVersionError, StoreError
+from memroute.errors import DependencyError, ModelMismatchError, SchemaVersionError, StoreError
 from memroute.stores import bm25
-from memroute.stores.base import MemoryRecord, StoreStats
+from memroute.stores.base import MemoryRecord, StoreStats, checked_vector
 from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
 
@@ -185,12 +185,7 @@ class PostgresStore:
         dim = self._dimension()
         rows = []
         for rec in records:
-            vec = np.asarray(rec.vector, dtype=np.float32).reshape(-1)
-            if vec.shape != (dim,):
-                raise InputError(f"memory {rec.memory.id}: vector has {vec.size} values, the store holds "
-                                 f"{dim}-d vectors")
-            if not np.isfinite(vec).all():
-                raise InputError(f"memory {rec.memory.id}: vector contains NaN or infinity")
+            vec = checked_vector(rec.vector, dim, f"the vector of memory {rec.memory.id}")
             m = rec.memory
             own, ctx = _token_text(rec.tokens), _token_text(rec.context_tokens)
             rows.append((m.owner, m.id, m.session_id, str(m.kind), m.text, m.reply, m.occurred_at,
@@ -353,11 +348,7 @@ class PostgresStore:
 
     def search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int) -> list[ScoredId]:
         dim = self._dimension()
-        q = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if q.shape != (dim,):
-            raise InputError(f"query vector has {q.size} values; the store holds {dim}-d vectors")
-        if not np.isfinite(q).all():
-            raise InputError("query vector contains NaN or infinity")
+        q = checked_vector(vector, dim, "the query vector")
         if limit <= 0:
             return []
         where, params = _where(flt)

@@ -30,14 +30,13 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.errors import (
-    InputError,
     ModelMismatchError,
     SchemaVersionError,
     StoreError,
     StoreLockedError,
     StoreReadOnlyError,
 )
-from memroute.stores.base import MemoryRecord, StoreStats
+from memroute.stores.base import MemoryRecord, StoreStats, checked_vector
 from memroute.stores.memory_index import MemoryIndex, RowMeta
 from memroute.stores.migrations.sqlite import MIGRATIONS
 from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
@@ -201,12 +200,7 @@ class SQLiteStore:
         dim = self._dimension()
         rows = []
         for rec in records:
-            vec = np.asarray(rec.vector, dtype=np.float32).reshape(-1)
-            if vec.shape != (dim,):
-                raise InputError(f"memory {rec.memory.id}: vector has {vec.size} values, the store holds "
-                                 f"{dim}-d vectors")
-            if not np.isfinite(vec).all():
-                raise InputError(f"memory {rec.memory.id}: vector contains NaN or infinity")
+            vec = checked_vector(rec.vector, dim, f"the vector of memory {rec.memory.id}")
             rows.append((rec, vec))
         with self._write("store memories") as conn:
             touched: list[int] = []
@@ -326,11 +320,7 @@ class SQLiteStore:
 
     def search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int) -> list[ScoredId]:
         dim = self._dimension()
-        q = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if q.shape != (dim,):
-            raise InputError(f"query vector has {q.size} values; the store holds {dim}-d vectors")
-        if not np.isfinite(q).all():
-            raise InputError("query vector contains NaN or infinity")
+        q = checked_vector(vector, dim, "the query vector")
         with self._lock:
             return self._sync_index().search_vector(q, _with_now(flt), limit)
 
