@@ -127,8 +127,11 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_RESOLVED_CHARS else text[: MAX_RESOLVED_CHARS - 1] + "…"
 
 
+@lru_cache(maxsize=4096)
 def _noun_phrase(text: str) -> str | None:
-    """The first noun phrase of a turn without named things: "the quarterly report", 「新しいロゴ」."""
+    """The first noun phrase of a turn without named things: "the quarterly report", 「新しいロゴ」.
+
+    Cached: a conversation's turns are read again on every later turn."""
     sample = text[:400]
     if sample.isascii():
         m = _EN_NP.search(sample)

@@ -7,8 +7,8 @@ Digits, punctuation and spaces are neutral and join the span they sit in.
 
 from __future__ import annotations
 
+import re
 import unicodedata
-from collections import Counter
 from dataclasses import dataclass
 
 from memroute.types import Language
@@ -50,26 +50,32 @@ def char_script(ch: str) -> str:
 _SCRIPT_LANGUAGE: dict[str, Language] = {"hangul": "ko", "kana": "ja", "han": "ja", "latin": "en"}
 
 
+_COUNTERS = {
+    "hangul": re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]"),
+    "kana": re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]"),
+    "han": re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002ffff々〆]"),
+    "latin": re.compile(r"[A-Za-z\uff21-\uff3a\uff41-\uff5a\u00c0-\u024f]"),
+}
+
+
 def detect_language(text: str) -> Language:
     """The dominant language of ``text`` by letters; ``und`` when there are no en/ja/ko letters.
 
     Any kana makes Japanese win over English (Japanese text is full of Latin names); any Hangul makes
-    Korean win over Han characters (Korean text may quote Hanja).
+    Korean win over Han characters (Korean text may quote Hanja). Letters are counted with regular
+    expressions (C speed), not character by character.
     """
-    counts: Counter[str] = Counter()
-    for ch in text[:20_000]:
-        script = char_script(ch)
-        if script != "neutral":
-            counts[script] += 1
-    if not counts:
-        return "und"
-    cjk = counts["hangul"] + counts["kana"] + counts["han"]
-    if cjk:
+    sample = text[:20_000]
+    if sample.isascii():
+        return "en" if _COUNTERS["latin"].search(sample) else "und"
+    counts = {name: len(pattern.findall(sample)) for name, pattern in _COUNTERS.items()}
+    if counts["hangul"] + counts["kana"] + counts["han"]:
         if counts["hangul"] >= counts["kana"] and counts["hangul"] > 0:
             return "ko"
         return "ja"
-    if counts["latin"] >= counts["other"]:
-        return "en"
+    if counts["latin"]:
+        other = sum(1 for ch in sample if ch.isalpha()) - counts["latin"]
+        return "en" if counts["latin"] >= other else "und"
     return "und"
 
 
