@@ -79,27 +79,40 @@ def detect_language(text: str) -> Language:
     return "und"
 
 
+# Runs of letters of one script; everything between runs (digits, punctuation, spaces, symbols) is neutral.
+_RUNS = re.compile(
+    r"(?P<hangul>[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]+)"
+    r"|(?P<kana>[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]+)"
+    r"|(?P<han>[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002ffff々〆]+)"
+    r"|(?P<latin>[A-Za-z\uff21-\uff3a\uff41-\uff5a\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff]+)"
+    r"|(?P<other>[^\W\d_])"  # one at a time: a letter of another script must not swallow Latin after it
+)
+
+
 def language_spans(text: str) -> list[Span]:
     """Split ``text`` into maximal runs of one language; neutral characters join the current run.
 
-    Han characters next to Hangul belong to the Korean run; a run of Han alone is Japanese.
+    Han characters next to Hangul belong to the Korean run; a run of Han alone is Japanese. Runs of one
+    script are found by a regular expression, not character by character.
     """
     spans: list[Span] = []
     current: Language | None = None
     start = 0
-    for i, ch in enumerate(text):
-        script = char_script(ch)
-        if script == "neutral":
-            continue
+    for m in _RUNS.finditer(text):
+        script = m.lastgroup or "other"
+        if script == "other":
+            ch = m.group()
+            if not ch.isalpha():
+                continue  # \w also matches non-letters such as "¹": neutral
+            script = char_script(ch)  # rarer Latin letters ("ﬀ") and other scripts
         lang: Language = _SCRIPT_LANGUAGE.get(script, "und")
         if script == "han" and current == "ko":
             lang = "ko"
         if current is None:
             current = lang
-            continue
-        if lang != current:
-            spans.append(Span(start, i, current))
-            start, current = i, lang
+        elif lang != current:
+            spans.append(Span(start, m.start(), current))
+            start, current = m.start(), lang
     if current is None:
         return [Span(0, len(text), "und")] if text else []
     spans.append(Span(start, len(text), current))
