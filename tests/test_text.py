@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,3 +69,26 @@ def test_token_offsets_point_into_normalised_text() -> None:
 @given(st.text(max_size=300))
 def test_tokenize_never_crashes(text: str) -> None:
     assert all(isinstance(t, str) and t for t in tokenize(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("aZé ﬀ¹ あア漢字한국 ёж 1,.!😀ªＡ"), max_size=40))
+def test_language_spans_cover_text_and_alternate(text: str) -> None:
+    spans = language_spans(text)
+    assert (spans == []) == (text == "")
+    if spans:
+        assert spans[0].start == 0 and spans[-1].end == len(text)
+        assert all(a.end == b.start and a.language != b.language for a, b in pairwise(spans))
+    for span in spans:
+        piece = text[span.start : span.end]
+        if any("\uac00" <= c <= "\ud7a3" for c in piece):
+            assert span.language == "ko"
+        if any("\u3040" <= c <= "\u30ff" for c in piece):
+            assert span.language == "ja"
+
+
+def test_language_spans_edge_letters() -> None:
+    assert [s.language for s in language_spans("ﬀ한")] == ["en", "ko"]  # a Latin ligature is Latin
+    assert [s.language for s in language_spans("ª漢字")] == ["und", "ja"]
+    assert [(s.start, s.end) for s in language_spans("A¹ あ")] == [(0, 3), (3, 4)]  # "¹" is not a letter
+    assert [s.language for s in language_spans("한국 漢字 あ")] == ["ko", "ja"]  # Han after Hangul is Korean
