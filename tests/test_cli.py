@@ -87,6 +87,9 @@ def test_doctor_and_demo(capsys: pytest.CaptureFixture[str], db_url: str) -> Non
     by_query = {s["query"]: s["hits"][0]["text"] for s in demo["searches"]}
     assert "田中" in by_query["budget meeting with Tanaka"]  # cross-lingual
     assert "지난주" in by_query["지난주 회의"]
+    assert [(r["agent"], r["action"]) for r in demo["routing"]] == [
+        ("translator", "routed"), ("translator", "stayed"), ("calendar", "switched")]
+    assert demo["recall"]["memories"][0]["id"] == "demo-05"  # 「あれ」 resolved to プロジェクトX
 
 
 def test_every_command_is_documented_in_readme() -> None:

@@ -28,6 +28,15 @@ def demo_items() -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+CONVERSATION = (
+    "Translate 'good morning' to Japanese",
+    "Now to Korean",
+    "By the way, what's on my calendar tomorrow?",
+)
+RECALL = ("あれどうなった？", [{"role": "user", "text": "プロジェクトXのデザインレビュー、まだ？"}],
+          "2026-11-12T09:00:00+09:00")
+
+
 def run_demo(settings: Settings, as_json: bool = False) -> int:
     t0 = time.perf_counter()
     with Memory.open(settings.store, owner=DEMO_OWNER, settings=settings) as mem:
@@ -41,8 +50,15 @@ def run_demo(settings: Settings, as_json: bool = False) -> int:
                             "hits": [{"score": round(h.score, 4), "id": h.memory.id, "text": h.memory.text,
                                       "sources": {k: round(v, 3) for k, v in h.scores.items()}} for h in hits]})
         url = mem.store.url
+        routes = _route_conversation(mem)
+        text, history, now = RECALL
+        recalled = mem.recall(text, recent_messages=history, now=now)
+        recall: dict[str, Any] = {"text": text, "history": history, "memories": [
+            {"id": m.memory.id, "relevance": m.relevance, "score": round(m.score, 3), "text": m.memory.text}
+            for m in recalled.memories], "inject": recalled.should_inject, "pack": recalled.memory_pack()}
     if as_json:
-        emit_json({"store": url, "stored": report.stored, "ingest_ms": round(ingest_ms, 1), "searches": results})
+        emit_json({"store": url, "stored": report.stored, "ingest_ms": round(ingest_ms, 1), "searches": results,
+                   "routing": routes, "recall": recall})
         return 0
     print(f"memroute demo: stored {report.stored} memories (en/ja/ko) in {url} as owner {DEMO_OWNER!r} "
           f"in {ingest_ms:.0f} ms (includes loading the embedding model)\n")
@@ -51,5 +67,30 @@ def run_demo(settings: Settings, as_json: bool = False) -> int:
         for h in r["hits"]:
             print(f"   {h['score']:.4f}  {h['text'][:90]}")
         print()
-    print("Try it yourself:  .venv/bin/memroute search 'Osaka hotel' --owner demo")
+    print("Routing a conversation (agents: src/memroute/data/demo_agents.toml):")
+    for r in routes:
+        print(f"   {r['text']!r:48} -> {r['agent']} ({r['action']}: {r['reason']})")
+    print(f"\nRecall for {recall['text']!r} after {history[0]['text']!r} (あれ is resolved from that turn):")
+    for m in recall["memories"]:
+        print(f"   {m['score']:.3f} {m['relevance']:6} {m['text'][:80]}")
+    if recall["inject"]:
+        print("   " + "\n   ".join(str(recall["pack"]).splitlines()))
+    else:
+        print("   (not injected: seed 001 asks for one 'high' or two 'medium' memories)")
+    print("\nTry it yourself:  .venv/bin/memroute recall '先週のあれどうなった？' --owner demo --pack")
     return 0
+
+
+def _route_conversation(mem: Memory) -> list[dict[str, Any]]:
+    from memroute.routing import ConversationRouter, load_catalogue
+
+    with resources.as_file(resources.files("memroute.data").joinpath("demo_agents.toml")) as path:
+        agents = load_catalogue(path)
+    router = ConversationRouter(mem, agents, owner=DEMO_OWNER)
+    router.reset("demo-chat")
+    out = []
+    for text in CONVERSATION:
+        decision = router.route(text, "demo-chat")
+        out.append({"text": text, "agent": decision.agent.id if decision.agent else None,
+                    "action": str(decision.action), "reason": decision.reason})
+    return out
