@@ -24,6 +24,7 @@ def chat_body(content: str, prompt_tokens: int = 50, completion_tokens: int = 20
 
 class FakeLLMServer:
     """``script`` entries: ("ok", content) | ("late", seconds, content) | ("status", code) |
+    ("status_body", code, bytes) |
     ("raw", bytes) | ("huge", nbytes) | ("hang", seconds)."""
 
     def __init__(self) -> None:
@@ -52,6 +53,8 @@ class FakeLLMServer:
                         body, code = chat_body(action[1]), 200
                     elif kind == "status":
                         body, code = b'{"error": {"message": "scripted failure"}}', action[1]
+                    elif kind == "status_body":
+                        body, code = action[2], action[1]
                     elif kind == "raw":
                         body, code = action[1], 200
                     elif kind == "huge":

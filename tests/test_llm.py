@@ -149,3 +149,15 @@ async def test_async_completion(server: FakeLLMServer) -> None:
     llm = OpenAICompatibleLLM(server.url, "fake-model", timeout_s=2, backoff_s=0.05)
     completion = await llm.acomplete([{"role": "user", "content": "hi"}])
     assert completion.text == "{}" and completion.attempts == 2
+
+
+async def test_server_without_json_mode_is_asked_again_without_it(server: FakeLLMServer) -> None:
+    refusal = b'{"error": {"message": "unknown field: response_format"}}'
+    for call in ("sync", "async"):
+        llm = OpenAICompatibleLLM(server.url, "fake-model", timeout_s=2, backoff_s=0.05)
+        server.requests.clear()
+        server.script.extend([("status_body", 400, refusal), ("ok", "{}")])
+        completion = (llm.complete([{"role": "user", "content": "hi"}]) if call == "sync"
+                      else await llm.acomplete([{"role": "user", "content": "hi"}]))
+        assert completion.text == "{}", call
+        assert "response_format" in server.requests[0]["body"] and "response_format" not in server.requests[1]["body"]

@@ -86,6 +86,29 @@ class OpenAICompatibleLLM:
             body["response_format"] = {"type": "json_object"}
         return body
 
+    # ------------------------------------------------------------- shared by the sync and async calls
+    def _timeout(self, timeout_s: float | None) -> LLMError:
+        return LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s")
+
+    def _append_capped(self, buf: bytearray, chunk: bytes) -> None:
+        buf += chunk
+        if len(buf) > self.max_response_bytes:
+            raise LLMError("too_large", f"{self.base_url}: answer larger than {self.max_response_bytes:,} bytes")
+
+    def _pause(self, attempt: int, deadline: float) -> float | None:
+        """How long to wait before retrying, or None when no retry is left or it would miss the deadline."""
+        if attempt > self.retries:
+            return None
+        pause = self.backoff_s * (2 ** (attempt - 1))
+        return pause if time.monotonic() + pause < deadline else None
+
+    def _drop_json_mode(self, status: int, raw: bytes, json_mode: bool) -> bool:
+        """An older server refused ``response_format``: ask for JSON in the prompt only, and say to resend."""
+        if status == 400 and json_mode and self._json_mode_supported and b"response_format" in raw:
+            self._json_mode_supported = False
+            return True
+        return False
+
     # ---------------------------------------------------------------------------------------------- sync
     def complete(self, messages: list[dict[str, str]], *, json_mode: bool = True, max_tokens: int = 512,
                  timeout_s: float | None = None) -> Completion:
@@ -96,42 +119,30 @@ class OpenAICompatibleLLM:
             attempt += 1
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s")
+                raise self._timeout(timeout_s)
             try:
-                status, raw = self._post(self._payload(messages, json_mode, max_tokens), remaining)
+                with self._client.stream("POST", f"{self.base_url}/chat/completions",
+                                         json=self._payload(messages, json_mode, max_tokens),
+                                         timeout=httpx.Timeout(remaining)) as response:
+                    buf = bytearray()
+                    for chunk in response.iter_bytes():
+                        self._append_capped(buf, chunk)
+                    status, raw = response.status_code, bytes(buf)
             except httpx.TimeoutException:
-                raise LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s"
-                               ) from None
+                raise self._timeout(timeout_s) from None
             except httpx.TransportError as exc:
-                if attempt <= self.retries and self._sleep_before_retry(attempt, deadline):
-                    continue
-                raise LLMError("connection", f"{self.base_url}: cannot connect ({exc})") from exc
-            if status == 400 and json_mode and self._json_mode_supported and b"response_format" in raw:
-                self._json_mode_supported = False  # an older server: ask for JSON in the prompt only
+                pause = self._pause(attempt, deadline)
+                if pause is None:
+                    raise LLMError("connection", f"{self.base_url}: cannot connect ({exc})") from exc
+                time.sleep(pause)
                 continue
-            if status in _RETRY_STATUS and attempt <= self.retries and self._sleep_before_retry(attempt, deadline):
+            if self._drop_json_mode(status, raw, json_mode):
+                continue
+            pause = self._pause(attempt, deadline) if status in _RETRY_STATUS else None
+            if pause is not None:
+                time.sleep(pause)
                 continue
             return self._completion(status, raw, started, attempt)
-
-    def _post(self, body: dict[str, Any], timeout: float) -> tuple[int, bytes]:
-        with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body,
-                                 timeout=httpx.Timeout(timeout)) as response:
-            return response.status_code, self._read_capped(response.iter_bytes())
-
-    def _read_capped(self, chunks: Any) -> bytes:
-        buf = bytearray()
-        for chunk in chunks:
-            buf += chunk
-            if len(buf) > self.max_response_bytes:
-                raise LLMError("too_large", f"{self.base_url}: answer larger than {self.max_response_bytes:,} bytes")
-        return bytes(buf)
-
-    def _sleep_before_retry(self, attempt: int, deadline: float) -> bool:
-        pause = self.backoff_s * (2 ** (attempt - 1))
-        if time.monotonic() + pause >= deadline:
-            return False
-        time.sleep(pause)
-        return True
 
     # --------------------------------------------------------------------------------------------- async
     async def acomplete(self, messages: list[dict[str, str]], *, json_mode: bool = True, max_tokens: int = 512,
@@ -145,32 +156,29 @@ class OpenAICompatibleLLM:
             attempt += 1
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s")
+                raise self._timeout(timeout_s)
             try:
                 async with self._aclient.stream("POST", f"{self.base_url}/chat/completions",
                                                 json=self._payload(messages, json_mode, max_tokens),
                                                 timeout=httpx.Timeout(remaining)) as response:
                     buf = bytearray()
                     async for chunk in response.aiter_bytes():
-                        buf += chunk
-                        if len(buf) > self.max_response_bytes:
-                            raise LLMError("too_large",
-                                           f"{self.base_url}: answer larger than {self.max_response_bytes:,} bytes")
+                        self._append_capped(buf, chunk)
                     status, raw = response.status_code, bytes(buf)
             except httpx.TimeoutException:
-                raise LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s"
-                               ) from None
+                raise self._timeout(timeout_s) from None
             except httpx.TransportError as exc:
-                pause = self.backoff_s * (2 ** (attempt - 1))
-                if attempt <= self.retries and time.monotonic() + pause < deadline:
-                    await asyncio.sleep(pause)
-                    continue
-                raise LLMError("connection", f"{self.base_url}: cannot connect ({exc})") from exc
-            if status in _RETRY_STATUS and attempt <= self.retries:
-                pause = self.backoff_s * (2 ** (attempt - 1))
-                if time.monotonic() + pause < deadline:
-                    await asyncio.sleep(pause)
-                    continue
+                pause = self._pause(attempt, deadline)
+                if pause is None:
+                    raise LLMError("connection", f"{self.base_url}: cannot connect ({exc})") from exc
+                await asyncio.sleep(pause)
+                continue
+            if self._drop_json_mode(status, raw, json_mode):
+                continue
+            pause = self._pause(attempt, deadline) if status in _RETRY_STATUS else None
+            if pause is not None:
+                await asyncio.sleep(pause)
+                continue
             return self._completion(status, raw, started, attempt)
 
     # ------------------------------------------------------------------------------------------ parsing
