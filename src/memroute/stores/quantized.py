@@ -1,0 +1,87 @@
+"""A first pass for exact KNN over large indexes: an 8-bit copy of the vectors, then exact rescoring.
+
+An exact scan of 1M 512-d float32 vectors reads 2 GB and takes ~110-160 ms on one core here; the same
+scan over a uniform 8-bit copy (faiss ``QT_8bit_uniform``, 512 MB) takes ~60-100 ms. The 8-bit scores are
+only approximate, so the scan keeps its K best rows (K = 2048 by default), rescores them exactly from the
+float32 matrix, and proves that nothing it skipped could belong in the exact top-k:
+
+- every component is quantised to a uniform grid of step ``s`` over ``[lo, hi]``, so it is off by at most
+  ``s / 2`` (checked in the tests against faiss's reconstruction), and an approximate score
+  ``q·x̂`` is within ``B = ||q||₁ · s / 2`` of the exact ``q·x``;
+- a row the scan skipped has ``q·x̂ <= a_K`` (the K-th approximate score), so ``q·x <= a_K + B``;
+- if ``a_K + B`` is below the k-th best exact score among the rescored rows, the rescored top-k *is* the
+  exact top-k; otherwise K grows fourfold and the scan runs again (rare: on 1M real-message vectors with
+  50 near-duplicates each, K = 2048 sufficed for every query measured).
+
+The grid's range is taken from the data with a 10 % margin; a vector outside it (which would be clipped
+and break the bound) makes the copy rebuild over the new range, so the bound always holds.
+"""
+
+from __future__ import annotations
+
+import faiss
+import numpy as np
+import numpy.typing as npt
+
+MIN_ROWS = 262_144
+"""Below this an exact float32 scan is fast enough (~20 ms at 100k) and the copy is not kept."""
+FIRST_K = 2048
+_MARGIN = 0.10
+_FLOAT_SLACK = 1e-5
+"""Float32 rounding in both scans' sums (512 products of numbers below 1)."""
+
+
+class QuantizedCopy:
+    """An 8-bit copy of rows ``[0, n)`` of an index's matrix, appended to lazily before each search."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self._index: faiss.IndexScalarQuantizer | None = None
+        self._rows = 0
+        self._lo = 0.0
+        self._hi = 0.0
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    @property
+    def nbytes(self) -> int:
+        return self._rows * self.dimension
+
+    def reset(self) -> None:
+        """Forget every row (the matrix was compacted: rows moved)."""
+        self._index, self._rows = None, 0
+
+    def sync(self, matrix: npt.NDArray[np.float32], n: int) -> None:
+        """Make the copy hold rows ``[0, n)`` of ``matrix``; rows below ``self.rows`` must not have changed."""
+        if n < self._rows:
+            self.reset()
+        new = matrix[self._rows : n]
+        if self._index is not None and (new.size == 0 or (new.min() >= self._lo and new.max() <= self._hi)):
+            if new.size:
+                self._index.add(np.ascontiguousarray(new))
+            self._rows = n
+            return
+        lo, hi = float(matrix[:n].min()), float(matrix[:n].max())
+        pad = max((hi - lo) * _MARGIN, 1e-6)
+        self._lo, self._hi = lo - pad, hi + pad
+        index = faiss.IndexScalarQuantizer(self.dimension, faiss.ScalarQuantizer.QT_8bit_uniform,
+                                           faiss.METRIC_INNER_PRODUCT)
+        faiss.copy_array_to_vector(np.array([self._lo, self._hi - self._lo], dtype=np.float32), index.sq.trained)
+        index.is_trained = True
+        for start in range(0, n, 65_536):
+            index.add(np.ascontiguousarray(matrix[start : min(n, start + 65_536)]))
+        self._index, self._rows = index, n
+
+    def error_bound(self, query: npt.NDArray[np.float32]) -> float:
+        """The most an approximate score can differ from the exact one for this query."""
+        step = (self._hi - self._lo) / 255.0
+        return float(np.abs(query).sum()) * step / 2.0 + _FLOAT_SLACK
+
+    def search(self, query: npt.NDArray[np.float32], k: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """The ``k`` best rows by approximate score (scores descending), as faiss returns them."""
+        if self._index is None:
+            raise RuntimeError("sync() the quantized copy before searching it")
+        scores, found = self._index.search(np.ascontiguousarray(query[None, :], dtype=np.float32), k)
+        return scores[0], found[0]
