@@ -2,6 +2,8 @@
 
 It speaks the real protocol over real HTTP. Each request takes the next scripted answer: a correct one,
 a late one, an HTTP error, truncated or invalid JSON, a huge body, or none at all (the connection hangs).
+A request is first matched to the memroute step whose prompt it carries (:func:`step_of`); a step with
+its own script in ``by_step`` answers from it, every other request from ``script``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,13 +24,28 @@ def chat_body(content: str, prompt_tokens: int = 50, completion_tokens: int = 20
                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}).encode()
 
 
+_STEP_MARKERS = (("rerank", "<memories>"), ("route_rerank", "CANDIDATES:"), ("expand", '"expanded_queries"'),
+                 ("keywords", '{"keywords"'), ("intents", '{"intents"'), ("slots", '"target_feature"'))
+
+
+def step_of(body: dict[str, Any]) -> str:
+    """Which memroute prompt a chat-completions request carries ("" for anything else)."""
+    text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+    return next((step for step, marker in _STEP_MARKERS if marker in text), "")
+
+
+def user_prompt(body: dict[str, Any]) -> str:
+    return str(body["messages"][-1]["content"])
+
+
 class FakeLLMServer:
     """``script`` entries: ("ok", content) | ("late", seconds, content) | ("status", code) |
-    ("status_body", code, bytes) |
-    ("raw", bytes) | ("huge", nbytes) | ("hang", seconds)."""
+    ("status_body", code, bytes) | ("raw", bytes) | ("huge", nbytes) | ("hang", seconds) | ("trickle", seconds) |
+    ("fn", callable(request body) -> content): a model that reads the prompt. An empty script answers 503."""
 
     def __init__(self) -> None:
         self.script: deque[tuple[Any, ...]] = deque()
+        self.by_step: dict[str, deque[tuple[Any, ...]]] = {}
         self.requests: list[dict[str, Any]] = []
         server = self
 
@@ -38,9 +55,15 @@ class FakeLLMServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                server.requests.append({"path": self.path, "headers": dict(self.headers),
-                                        "body": json.loads(self.rfile.read(length) or b"{}")})
-                action = server.script.popleft() if server.script else ("status", 503)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                step = step_of(body)
+                server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
+                                        "step": step})
+                queue = server.by_step.get(step) or server.script
+                action = queue.popleft() if queue else ("status", 503)
+                if action[0] == "fn":
+                    answer: Callable[[dict[str, Any]], str] = action[1]
+                    action = ("ok", answer(body))
                 kind = action[0]
                 try:
                     if kind == "hang":
@@ -48,15 +71,25 @@ class FakeLLMServer:
                         return
                     if kind == "late":
                         time.sleep(action[1])
-                        body, code = chat_body(action[2]), 200
+                        out, code = chat_body(action[2]), 200
                     elif kind == "ok":
-                        body, code = chat_body(action[1]), 200
+                        out, code = chat_body(action[1]), 200
                     elif kind == "status":
-                        body, code = b'{"error": {"message": "scripted failure"}}', action[1]
+                        out, code = b'{"error": {"message": "scripted failure"}}', action[1]
                     elif kind == "status_body":
-                        body, code = action[2], action[1]
+                        out, code = action[2], action[1]
                     elif kind == "raw":
-                        body, code = action[1], 200
+                        out, code = action[1], 200
+                    elif kind == "trickle":  # a byte every 0.1 s: each read is quick, the whole answer is not
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", "100000")
+                        self.end_headers()
+                        for _ in range(int(action[1] / 0.1)):
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            time.sleep(0.1)
+                        return
                     elif kind == "huge":
                         self.send_response(200)
                         self.send_header("Content-Type", "application/json")
@@ -70,16 +103,17 @@ class FakeLLMServer:
                         raise ValueError(kind)
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("Content-Length", str(len(out)))
                     self.end_headers()
-                    self.wfile.write(body)
+                    self.wfile.write(out)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up, as it should
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
         self._thread.start()
 
     def close(self) -> None:

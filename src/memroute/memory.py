@@ -16,6 +16,7 @@ from typing import Any
 from memroute.config import Settings
 from memroute.embed import Embedder, get_embedder
 from memroute.errors import InputError, NotFoundError
+from memroute.llm import LlmAssistant, assistant_from_settings
 from memroute.retrieval import Recall, RecallOptions
 from memroute.retrieval import recall as _recall
 from memroute.retrieval.fusion import rrf
@@ -51,26 +52,29 @@ class Memory:
     """Remember, search and forget memories of many owners in one store.
 
     ``Memory.open("sqlite:///memroute.db")`` opens (and creates) a store; ``owner`` sets the default owner
-    of calls that do not name one.
+    of calls that do not name one. ``llm`` (an :class:`~memroute.llm.LlmAssistant`) adds LLM expansion and
+    rerank to :meth:`recall`; ``open`` builds it from the settings (``MEMROUTE_LLM_URL``, ...) when not given.
     """
 
     def __init__(self, store: Store, embedder: Embedder, settings: Settings | None = None,
-                 owner: str | None = None) -> None:
+                 owner: str | None = None, llm: LlmAssistant | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings or Settings()
         self.owner = owner or self.settings.owner
+        self.llm = llm
         store.bind_model(embedder.model_id, embedder.dimension)
 
     @classmethod
     def open(cls, url: str | None = None, *, owner: str | None = None, embedder: Embedder | str | None = None,
-             settings: Settings | None = None) -> Memory:
+             settings: Settings | None = None, llm: LlmAssistant | None = None) -> Memory:
         settings = settings or Settings.load(store=url)
         if url is not None:
             settings = replace(settings, store=url)
+        llm = llm or assistant_from_settings(settings)  # a bad LLM configuration fails here, not at a message
         if embedder is None or isinstance(embedder, str):
             embedder = get_embedder(embedder or settings.embedder, settings.embed_cache_size)
-        return cls(open_store(settings.store, settings.busy_timeout_ms), embedder, settings, owner)
+        return cls(open_store(settings.store, settings.busy_timeout_ms), embedder, settings, owner, llm)
 
     def close(self) -> None:
         self.store.close()
@@ -255,6 +259,7 @@ class Memory:
         ``session`` is the conversation the message belongs to: when ``recent_messages`` is not given, its
         last turns are read from the conversation log. Memories of every session of the owner are searched
         (``options.session`` narrows that). ``now`` is when the message is sent (default: the clock).
+        With :attr:`llm` set, expansion and rerank may ask it (``RecallOptions(llm=False)``: not this call).
         """
         owner = owner or self.owner
         text = _clean_text(text, self.settings.max_text_chars, allow_empty=True)
@@ -262,7 +267,7 @@ class Memory:
         if recent_messages is None and session is not None and opts.recent_turns > 0:
             recent_messages = self.store.recent_messages(session, owner, opts.recent_turns)
         return _recall(self.store, self.embedder, text, owner=owner, recent_messages=recent_messages, now=now,
-                       options=opts)
+                       options=opts, llm=self.llm)
 
     def stats(self) -> StoreStats:
         return self.store.stats()

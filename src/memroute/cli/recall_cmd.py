@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from memroute.cli.common import add_common, emit_json, settings_from
+from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from, settings_from
 from memroute.memory import Memory
 from memroute.retrieval import RecallOptions, Strategy
 
@@ -36,6 +36,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--fusion", choices=["minmax", "rrf"], default="minmax")
     p.add_argument("--no-rerank", action="store_true")
     p.add_argument("--workdir", help="keep the per-conversation stores here and reuse them on the next run")
+    p.add_argument("--limit", type=int, help="only the first N questions (bounds the cost of an --llm run)")
+    add_llm_options(p)
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.set_defaults(handler=_eval)
 
@@ -60,6 +62,9 @@ def _recall(args: argparse.Namespace) -> int:
           f"inject: {'yes' if result.should_inject else 'no'}")
     for note in t.notes:
         print(f"note: {note}")
+    for r in t.llm:
+        what = "answer used" if r["used_llm"] else f"rule result ({r['fallback']}: {r['detail']})"
+        print(f"llm {r['step']}: {what}; {r['latency_ms']} ms, {r['tokens_in']}+{r['tokens_out']} tokens")
     for m in result.memories:
         when = m.memory.occurred_at.date().isoformat() if m.memory.occurred_at else "-"
         print(f"{m.score:.3f} {m.relevance:<6} {when} {m.memory.id}  {m.memory.text[:100]}\n       {m.reason}")
@@ -73,7 +78,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     opts = RecallOptions(k_per_query=args.k_per_query, max_candidates=args.max_candidates, fusion=args.fusion,
                          rerank=not args.no_rerank)
-    result = evaluate(args.data, opts, embedder=args.embedder, loo=args.loo, fit=args.fit, workdir=args.workdir)
+    result = evaluate(args.data, opts, embedder=args.embedder, loo=args.loo, fit=args.fit, workdir=args.workdir,
+                      llm=llm_from(args), limit=args.limit)
     if args.json:
         emit_json(result)
         return 0
@@ -88,9 +94,18 @@ def _eval(args: argparse.Namespace) -> int:
         cats = "  ".join(f"{k.split()[1]} {v['recall@5']:.3f}" for k, v in r["by_category"].items())
         print(f"{name:20}{r['recall@5']:>9.3f}{r['recall@10']:>10.3f}{r['hit@5']:>7.3f}{r['mrr']:>7.3f}"
               f"{r['ndcg@10']:>8.3f}   {cats}")
+    if "llm" in result:
+        print(_llm_line(result["llm"]))
     if "fitted" in result:
         print(f"reranker weights written to {result['fitted']['path']}")
     return 0
+
+
+def _llm_line(usage: dict[str, Any]) -> str:
+    reasons = ", ".join(f"{k} {v}" for k, v in usage["fallback_reasons"].items()) or "none"
+    return (f"LLM: {usage['calls']} calls, {usage['tokens_in']} tokens in, {usage['tokens_out']} out; call latency "
+            f"p50 {usage['latency_ms']['p50']} ms, p95 {usage['latency_ms']['p95']} ms; {usage['fallbacks']} "
+            f"fallbacks ({reasons})")
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memroute.cli.common import add_common, emit_json, settings_from
+from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from, settings_from
 from memroute.errors import InputError
 
 DEFAULT_CATALOGUES = ("agents.toml", "agents.yaml", "agents.yml", "agents.json")
@@ -39,6 +39,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     e.add_argument("--candidates", required=True, help="services.jsonl or tools.jsonl describing the candidates")
     e.add_argument("--split", help="candidate split to use (default: the data file's name, e.g. dev)")
     e.add_argument("--limit", type=int, help="only the first N dialogues")
+    add_llm_options(e)
     e.add_argument("--json", action="store_true", help="machine-readable JSON output")
     e.set_defaults(handler=_eval_route)
 
@@ -73,15 +74,16 @@ def _catalogue(path: str | None) -> Any:
 
 
 def _route(args: argparse.Namespace) -> int:
+    from memroute.llm import assistant_from_settings
     from memroute.routing import AgentRouter, Calibration, ConversationRouter
 
+    settings = settings_from(args)
     agents = _catalogue(args.agents)
     calibration = Calibration.load(args.thresholds) if args.thresholds else None
-    router = AgentRouter(calibration=calibration)
+    router = AgentRouter(calibration=calibration, llm=assistant_from_settings(settings))
     if args.session:
         from memroute.memory import Memory
 
-        settings = settings_from(args)
         with Memory.open(settings.store, owner=settings.owner, embedder=router.embedder) as memory:
             decision = ConversationRouter(memory, agents, router=router, candidates=args.top_k).route(
                 args.text, args.session)
@@ -132,7 +134,7 @@ def _eval_route(args: argparse.Namespace) -> int:
     from memroute.eval.route_eval import run_route_eval
 
     report = run_route_eval(args.data, args.candidates, split=args.split, limit=args.limit,
-                            show_progress=not args.json)
+                            show_progress=not args.json, llm=llm_from(args))
     if args.json:
         emit_json(report.as_dict())
     else:

@@ -9,6 +9,10 @@ the question's tokens, and cosine KNN of the question alone.
 ``--loo`` refits the reranker seven times, on six conversations each, and scores the seventh with it
 (leave-one-conversation-out): the honest figure, since the shipped weights were fitted on all seven.
 ``--fit`` fits on every conversation and writes the weights the package ships.
+
+``--llm URL --llm-model NAME`` runs the same questions with LLM expansion and rerank (policy from the
+``MEMROUTE_LLM_*`` settings) and reports the LLM's calls, tokens and latency beside the figures; the
+baselines and ``--loo`` / ``--fit`` stay LLM-free (they read the local features only).
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ import numpy.typing as npt
 
 from memroute.embed import get_embedder
 from memroute.eval.locomo import CATEGORIES, Conversation, load_locomo
+from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
-from memroute.retrieval import FEATURES, RecallOptions, RerankModel, default_model
+from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, default_model
 from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.text import tokenize
 
@@ -72,17 +77,20 @@ def summarise(rows: Sequence[tuple[int, dict[str, float]]]) -> dict[str, Any]:
     return out
 
 
-def open_store(conv: Conversation, workdir: Path, embedder: str) -> Memory:
-    """The conversation's store, built on first use and reused from ``workdir`` afterwards."""
+def open_store(conv: Conversation, workdir: Path, embedder: str, llm: LlmAssistant | None = None) -> Memory:
+    """The conversation's store, built on first use and reused from ``workdir`` afterwards; its recalls use
+    ``llm`` and nothing else (not an LLM configured in the environment)."""
     path = workdir / f"{conv.sample_id}-{embedder}.db"
     mem = Memory.open(f"sqlite:///{path}", owner=conv.sample_id, embedder=embedder)
+    mem.llm = llm
     if mem.store.count(conv.sample_id) != len(conv.turns):
         mem.forget(everything=True)
         mem.remember_many(conv.memories(), batch_size=256)
     return mem
 
 
-def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions) -> list[QuestionRun]:
+def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions,
+                     usage: LlmUsage | None = None) -> list[QuestionRun]:
     runs = []
     flt = mem.filter(max_sensitivity="private", now=conv.now)
     opts = replace(options, limit=max(options.limit, 10))
@@ -90,9 +98,17 @@ def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions) ->
         t0 = time.perf_counter()
         result = mem.recall(q.text, now=conv.now, options=opts)
         ms = (time.perf_counter() - t0) * 1000
+        if usage is not None:
+            usage.add(result.trace.llm)
         cands = result.trace.candidates
         x = np.array([[c.features.get(f, 0.0) for f in FEATURES] for c in cands], dtype=np.float64)
-        final = sorted(cands, key=lambda c: (-(c.rerank if c.rerank is not None else c.fused), c.fused_rank))
+
+        def local(c: CandidateTrace) -> float:
+            return float(c.rerank if c.rerank is not None else c.fused)
+
+        # The pipeline's order: the LLM-blended score where the LLM judged, else the local one.
+        final = sorted(cands, key=lambda c: (-(c.final if c.final is not None else local(c)), -local(c),
+                                             c.fused_rank))
         bm25 = mem.store.search_bm25(tokenize(q.text), flt, 10)
         vec = mem.store.search_vector(mem.embedder.embed([q.text], side="query")[0], flt, 10)
         runs.append(QuestionRun(conv.sample_id, q.category, frozenset(q.evidence), tuple(c.id for c in cands),
@@ -121,9 +137,18 @@ def training_rows(runs: Sequence[QuestionRun]) -> tuple[npt.NDArray[np.float64],
 
 def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedder: str = "use-m3",
              loo: bool = False, fit: bool = False, workdir: str | Path | None = None,
-             l2: float = 1.0) -> dict[str, Any]:
+             l2: float = 1.0, llm: LlmAssistant | None = None, limit: int | None = None) -> dict[str, Any]:
+    """``limit``: only the first ``limit`` questions (in file order), e.g. to bound the cost of an LLM run."""
     options = options or RecallOptions()
     convs = load_locomo(data_dir)
+    if limit is not None:
+        kept, left = [], limit
+        for conv in convs:
+            if left > 0:
+                kept.append(replace(conv, questions=conv.questions[:left]))
+                left -= len(kept[-1].questions)
+        convs = kept
+    usage = LlmUsage() if llm is not None else None
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="memroute-eval-")
@@ -134,9 +159,9 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
     runs: list[QuestionRun] = []
     try:
         for conv in convs:
-            mem = open_store(conv, work, embedder)
+            mem = open_store(conv, work, embedder, llm)
             try:
-                runs.extend(run_conversation(mem, conv, options))
+                runs.extend(run_conversation(mem, conv, options, usage))
             finally:
                 mem.close()
     finally:
@@ -153,7 +178,11 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
     }
     result["config"] = {"embedder": embedder, "rerank": options.rerank, "fusion": str(options.fusion),
                         "k_per_query": options.k_per_query, "max_candidates": options.max_candidates,
-                        "reranker_weights": default_model().fitted_on if options.rerank else None}
+                        "reranker_weights": default_model().fitted_on if options.rerank else None,
+                        "llm": None if llm is None else {"model": llm.llm.model, "steps": sorted(llm.policy.steps),
+                                                         "only_when_needed": llm.policy.only_when_needed}}
+    if usage is not None:
+        result["llm"] = usage.as_dict()
     if loo:
         rows = []
         for conv in convs:

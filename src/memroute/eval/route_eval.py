@@ -5,6 +5,8 @@ assistant messages, each user turn is routed, and the router never sees a gold l
 ``../shared/data/README.md``: ``all`` (prediction among the gold labels), ``first`` (first labelled turn),
 ``stay`` (no new label vs the previous labelled turn), ``switch_new`` (a new label: right only if the
 prediction is one of the new ones), ``family_all`` (SGD families as one label), and latency per routed turn.
+With an LLM (``--llm URL --llm-model NAME``) the router asks it under its policy, and the report adds the
+LLM's calls, tokens, fallbacks and call latency.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from memroute.eval.datasets import family, load_candidates, load_dialogues
+from memroute.llm import LlmAssistant, LlmUsage
 from memroute.routing.composite import AgentRouter
 from memroute.routing.conversation import ConversationRouter
 from memroute.routing.policy import PolicyParams
@@ -28,15 +31,20 @@ class RouteEvalReport:
     counts: dict[str, int]
     latency_ms: dict[str, float]
     actions: dict[str, int]
+    llm: dict[str, Any] | None = None
+    """Calls, tokens, fallbacks and call latency of the LLM steps, when routing used an LLM."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"turns": self.turns, "accuracy": self.accuracy, "counts": self.counts,
-                "latency_ms": self.latency_ms, "actions": self.actions}
+        out = {"turns": self.turns, "accuracy": self.accuracy, "counts": self.counts,
+               "latency_ms": self.latency_ms, "actions": self.actions}
+        if self.llm is not None:
+            out["llm"] = self.llm
+        return out
 
 
 def run_route_eval(data: str | Path, candidates: str | Path, split: str | None = None,
                    limit: int | None = None, params: PolicyParams | None = None,
-                   show_progress: bool = False) -> RouteEvalReport:
+                   show_progress: bool = False, llm: LlmAssistant | None = None) -> RouteEvalReport:
     from tqdm import tqdm
 
     from memroute.memory import Memory
@@ -46,7 +54,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
         dialogues = dialogues[:limit]
     split = split if split is not None else Path(data).stem
     agents = load_candidates(candidates, split)
-    router = AgentRouter()
+    router = AgentRouter(llm=llm)
+    usage = LlmUsage()
     memory = Memory.open("sqlite://:memory:", owner="eval", embedder=router.embedder)
     conv = ConversationRouter(memory, agents, router=router, params=params, use_memories=False, candidates=2)
     hits: dict[str, list[bool]] = {k: [] for k in ("all", "first", "stay", "switch_new", "family_all")}
@@ -62,6 +71,7 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
                 if turn.utterance.strip():
                     decision = conv.route(turn.utterance, dialogue.dialogue_id)
                     latencies.append(decision.latency_ms)
+                    usage.add(decision.llm)
                     actions[decision.action] = actions.get(decision.action, 0) + 1
                     pred = decision.agent.id if decision.agent else ""
                 else:  # an empty user turn (it happens in the data): nothing to route, the agent stays
@@ -88,6 +98,7 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
         counts={k: len(v) for k, v in hits.items()},
         latency_ms={"p50": round(float(np.percentile(lat, 50)), 3), "p95": round(float(np.percentile(lat, 95)), 3)},
         actions=dict(sorted(actions.items())),
+        llm=usage.as_dict() if llm is not None else None,
     )
 
 

@@ -49,6 +49,12 @@ class LLM(Protocol):
 
 
 _RETRY_STATUS = {429, 500, 502, 503, 504}
+_KEYED_HOSTS = ("api.openai.com",)
+
+
+def needs_key(base_url: str) -> bool:
+    """Whether the endpoint is a hosted API that refuses every call without a key."""
+    return any(host in base_url for host in _KEYED_HOSTS)
 
 
 class OpenAICompatibleLLM:
@@ -56,14 +62,16 @@ class OpenAICompatibleLLM:
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 5.0,
                  retries: int = 2, backoff_s: float = 0.25, max_response_bytes: int = 2_000_000,
-                 temperature: float = 0.0) -> None:
+                 temperature: float = 0.0, require_key: bool = False) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"LLM base URL {base_url!r} must start with http:// or https:// "
                               "(e.g. http://localhost:11434/v1 for Ollama)")
         if not model:
             raise ConfigError("an LLM needs a model name (MEMROUTE_LLM_MODEL)")
-        if "api.openai.com" in base_url and not api_key:
-            raise ConfigError("api.openai.com needs an API key: set MEMROUTE_LLM_API_KEY (or OPENAI_API_KEY)")
+        if (require_key or needs_key(base_url)) and not api_key:
+            raise ConfigError(f"the LLM endpoint {base_url} needs an API key: set MEMROUTE_LLM_API_KEY, or name the "
+                              "variable that holds it with MEMROUTE_LLM_API_KEY_ENV (OPENAI_API_KEY is read for "
+                              "api.openai.com)")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout_s = timeout_s
@@ -90,10 +98,14 @@ class OpenAICompatibleLLM:
     def _timeout(self, timeout_s: float | None) -> LLMError:
         return LLMError("timeout", f"{self.base_url}: no answer within {timeout_s or self.timeout_s:.1f} s")
 
-    def _append_capped(self, buf: bytearray, chunk: bytes) -> None:
+    def _append_capped(self, buf: bytearray, chunk: bytes, deadline: float, timeout_s: float | None) -> None:
+        """httpx's timeouts bound each read, not the whole answer: a server that trickles bytes is cut at the
+        call's deadline here."""
         buf += chunk
         if len(buf) > self.max_response_bytes:
             raise LLMError("too_large", f"{self.base_url}: answer larger than {self.max_response_bytes:,} bytes")
+        if time.monotonic() > deadline:
+            raise self._timeout(timeout_s)
 
     def _pause(self, attempt: int, deadline: float) -> float | None:
         """How long to wait before retrying, or None when no retry is left or it would miss the deadline."""
@@ -126,7 +138,7 @@ class OpenAICompatibleLLM:
                                          timeout=httpx.Timeout(remaining)) as response:
                     buf = bytearray()
                     for chunk in response.iter_bytes():
-                        self._append_capped(buf, chunk)
+                        self._append_capped(buf, chunk, deadline, timeout_s)
                     status, raw = response.status_code, bytes(buf)
             except httpx.TimeoutException:
                 raise self._timeout(timeout_s) from None
@@ -163,7 +175,7 @@ class OpenAICompatibleLLM:
                                                 timeout=httpx.Timeout(remaining)) as response:
                     buf = bytearray()
                     async for chunk in response.aiter_bytes():
-                        self._append_capped(buf, chunk)
+                        self._append_capped(buf, chunk, deadline, timeout_s)
                     status, raw = response.status_code, bytes(buf)
             except httpx.TimeoutException:
                 raise self._timeout(timeout_s) from None

@@ -2,7 +2,9 @@
 
 Budgets are per request (calls, tokens, wall time) and per minute (calls, tokens, over a sliding window
 shared by every request of the process). A step that would exceed a budget is not called; its rule-based
-result stands and the trace says ``budget``.
+result stands and the trace says ``budget``. Once a call of a request has failed at the transport level
+(timeout, connection, HTTP error, oversized or non-OpenAI answer), the request's later steps are not
+tried (``after_failure``): a dead endpoint costs one timeout per request, not one per step.
 """
 
 from __future__ import annotations
@@ -12,15 +14,21 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from memroute.errors import ConfigError
+
 STEPS = ("expand", "rerank", "slots", "keywords", "intents", "route_rerank")
+DEFAULT_STEPS = frozenset(STEPS) - {"slots"}
+"""Slot extraction (seed 002's query frame) serves guided code investigation: on only when asked for."""
 
 
 @dataclass(frozen=True, slots=True)
 class LlmPolicy:
-    steps: frozenset[str] = frozenset(STEPS)
-    """Which steps may use the LLM."""
+    steps: frozenset[str] = DEFAULT_STEPS
+    """Which steps may use the LLM: expand, rerank, slots (recall); keywords, intents, route_rerank (routing)."""
     top_n: int = 6
-    """Candidates given to a rerank step (seed 004: 5-8)."""
+    """Agents given to the routing rerank step (seed 004: 5-8)."""
+    recall_top_n: int = 12
+    """Memories given to the recall rerank step (seed 001 gives 20-40; 12 keeps the prompt near 2,000 tokens)."""
     step_timeout_s: float = 3.0
     request_timeout_s: float = 6.0
     calls_per_request: int = 3
@@ -35,14 +43,37 @@ class LlmPolicy:
     close_margin: float = 0.1
     cache_ttl_s: float = 600.0
 
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.steps) - set(STEPS))
+        if unknown:
+            raise ConfigError(f"unknown LLM step(s) {', '.join(unknown)}; steps are {', '.join(STEPS)}")
+        for name in ("top_n", "recall_top_n", "calls_per_request", "calls_per_minute"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"LlmPolicy.{name} cannot be negative")
+        if self.step_timeout_s <= 0 or self.request_timeout_s <= 0:
+            raise ConfigError("LLM timeouts must be positive (seconds)")
+        if not 0.0 <= self.blend <= 1.0:
+            raise ConfigError(f"LlmPolicy.blend must be between 0 and 1, got {self.blend}")
+
     def enabled(self, step: str) -> bool:
         return step in self.steps
 
-    def worth_calling(self, *, needs_context: bool = False, short: bool = False, cjk: bool = False,
-                      top_gap: float | None = None) -> bool:
+    def why_call(self, *, needs_context: bool = False, short: bool = False, cjk: bool = False,
+                 top_gap: float | None = None, unsure: bool = False) -> str | None:
+        """Why a step is worth its cost for this input, or None when the rules are sure enough."""
         if not self.only_when_needed:
-            return True
-        return needs_context or short or cjk or (top_gap is not None and top_gap < self.close_margin)
+            return "always (only_when_needed is off)"
+        if needs_context:
+            return "the message needs its conversation"
+        if cjk:
+            return "Japanese or Korean message"
+        if short:
+            return "short message"
+        if top_gap is not None and top_gap < self.close_margin:
+            return f"top rule scores within {self.close_margin} ({top_gap:.3f} apart)"
+        if unsure:
+            return "the rule-based ranking is unsure"
+        return None
 
 
 @dataclass
@@ -54,6 +85,8 @@ class Budget:
     started: float = field(default_factory=time.monotonic)
     calls: int = 0
     tokens: int = 0
+    failure: str | None = None
+    """The reason an earlier call of this request failed at the transport level (see the module doc)."""
 
     def refusal(self, estimated_tokens: int) -> str | None:
         """Why a call may not be made now, or None."""

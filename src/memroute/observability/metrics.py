@@ -26,12 +26,22 @@ RERANK_LATENCY = Histogram("rerank_latency_ms", "Latency of reranking the fused 
                            ["reranker"], buckets=_FAST_MS, registry=REGISTRY)
 ROUTING_LATENCY = Histogram("routing_latency_ms", "Latency of one routing decision, in milliseconds",
                             ["router"], buckets=_FAST_MS, registry=REGISTRY)
-LLM_CALLS = Counter("llm_calls_total", "LLM calls by purpose and outcome (ok, timeout, error, invalid)",
-                    ["purpose", "outcome"], registry=REGISTRY)
-LLM_LATENCY = Histogram("llm_latency_ms", "Latency of one LLM call, in milliseconds", ["purpose"],
+LLM_CALLS = Counter("llm_calls_total", "LLM calls sent, by step and outcome (ok, or the fallback reason: timeout, "
+                    "connection, http_<status>, not_openai, too_large, contract)", ["step", "outcome"],
+                    registry=REGISTRY)
+LLM_LATENCY = Histogram("llm_latency_ms", "Latency of one LLM call (retries included), in milliseconds", ["step"],
                         buckets=_LLM_MS, registry=REGISTRY)
-LLM_FALLBACKS = Counter("llm_fallbacks_total", "LLM answers dropped for the rule-based result, by reason",
-                        ["purpose", "reason"], registry=REGISTRY)
+LLM_FALLBACKS = Counter("llm_fallbacks_total", "LLM steps that fell back to the rule-based result, by step and "
+                        "reason (budget, after_failure and every failed call's reason)", ["step", "reason"],
+                        registry=REGISTRY)
+LLM_TOKENS = Counter("llm_tokens_total", "LLM tokens as reported by the endpoint (estimated from characters when "
+                     "it reports none), by step and direction (in, out)", ["step", "direction"], registry=REGISTRY)
+
+HTTP_REQUESTS = Counter("http_requests_total", "HTTP requests answered by the service, by method, route template "
+                        "(the path pattern, e.g. /v1/memories/{memory_id}) and status", ["method", "route", "status"],
+                        registry=REGISTRY)
+HTTP_LATENCY = Histogram("http_request_latency_ms", "Time from a request's arrival to the end of its answer, in "
+                         "milliseconds", ["method", "route"], buckets=_FAST_MS, registry=REGISTRY)
 
 
 def exposition() -> bytes:

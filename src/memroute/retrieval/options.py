@@ -93,6 +93,8 @@ class RecallOptions:
     """Seed 001 searches up to PRIVATE."""
     pack_chars: int = 2000
     """Character budget of :meth:`Recall.memory_pack`."""
+    llm: bool = True
+    """Use the LLM given to :func:`recall` (or configured for :class:`memroute.Memory`), if any; False: rules only."""
 
     def validated(self) -> RecallOptions:
         """Raise :class:`InputError` naming the field when a value cannot work."""

@@ -3,6 +3,8 @@
     analyse + expand -> select strategy -> search -> fuse -> dedupe + decay -> rerank -> decide -> trace
 
 Every stage is timed into the trace; the Prometheus metrics of seed 003 are updated on the way out.
+With an :class:`~memroute.llm.LlmAssistant`, expansion and rerank also ask the LLM when its policy says so
+(:mod:`memroute.retrieval.llm_steps`); every LLM step, called or skipped, is in ``trace.llm``.
 Bad input never raises past validation: an empty message, a lone pronoun with nothing to resolve it, or a
 filter that matches nothing gives an empty answer whose trace says why.
 """
@@ -18,12 +20,15 @@ from typing import Any
 from memroute.analysis import QueryAnalysis, ReferenceType, analyze
 from memroute.embed import Embedder
 from memroute.errors import InputError
+from memroute.llm.frame import query_frame
+from memroute.llm.steps import LlmAssistant
 from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
 from memroute.retrieval import decide
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
 from memroute.retrieval.fusion import minmax, ranked, rrf, weighted_minmax
+from memroute.retrieval.llm_steps import LlmJudgement, expand_with_llm, rerank_with_llm
 from memroute.retrieval.options import Fusion, RecallOptions, Strategy
 from memroute.retrieval.rerank import (
     FEATURES,
@@ -47,12 +52,13 @@ MAX_ANALYSED_CHARS = 10_000
 
 def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
            recent_messages: Iterable[Message | Mapping[str, Any]] | None = None, now: datetime | str | None = None,
-           options: RecallOptions | None = None, model: RerankModel | None = None) -> Recall:
+           options: RecallOptions | None = None, model: RerankModel | None = None,
+           llm: LlmAssistant | None = None) -> Recall:
     """Find the memories of ``owner`` that matter for the message ``text`` in its conversation.
 
     ``recent_messages`` are the turns before it, oldest first (``Message`` values or ``{"role", "text"}``
     dicts); ``now`` is the time the message is sent (default: the clock); ``model`` replaces the shipped
-    reranker weights.
+    reranker weights; ``llm`` adds LLM expansion and rerank (``options.llm=False`` turns it off for a call).
     """
     opts = (options or RecallOptions()).validated()
     t_start = time.perf_counter()
@@ -60,6 +66,8 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
     notes: list[str] = []
     ref_now = as_utc(now) or utcnow()
     recent = _recent(recent_messages, opts.recent_turns)
+    budget = llm.budget() if llm is not None and opts.llm else None
+    llm_records: list[dict[str, Any]] = []
     if len(text) > MAX_ANALYSED_CHARS:
         notes.append(f"the message has {len(text):,} characters; its first {MAX_ANALYSED_CHARS:,} were analysed")
 
@@ -68,7 +76,7 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
         RETRIEVAL_EMPTY.labels(reason).inc()
         stages["total"] = (time.perf_counter() - t_start) * 1000
         trace = RecallTrace(strategy, opts.strategy is not None, {}, analysis.to_dict() if analysis else None, (),
-                            (), str(opts.fusion), (), {}, dict(stages), tuple(notes))
+                            (), str(opts.fusion), (), {}, dict(stages), tuple(notes), tuple(llm_records))
         return Recall(text, (), _language(analysis), trace, opts.pack_chars)
 
     if not text.strip():
@@ -81,6 +89,15 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
     params = search_params(strategy, analysis, opts)
     queries = expand(analysis, recent, opts.max_expanded_queries, opts.expand)
     stages["analyse"] = (time.perf_counter() - t0) * 1000
+    if llm is not None and budget is not None:
+        t0 = time.perf_counter()
+        if opts.expand:
+            queries, record = expand_with_llm(llm, budget, analysis, recent, queries, opts.max_expanded_queries)
+            llm_records.append(record)
+        if llm.policy.enabled("slots"):
+            frame = query_frame(llm, analysis.text, budget)
+            llm_records.append(frame.record(**frame.value.to_dict()) if frame.used_llm else frame.record())
+        stages["llm_expand"] = (time.perf_counter() - t0) * 1000
     RETRIEVAL_STRATEGY.labels(strategy.value).inc()
 
     unresolved = [r.surface for r in analysis.references if r.resolved is None and r.type != ReferenceType.TEMPORAL]
@@ -145,10 +162,20 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
     order = list(range(len(candidates)))
     if probs is not None:
         order.sort(key=lambda j: (-probs[j], j))
+    language = _language(analysis)
+    judgement: LlmJudgement | None = None
+    if llm is not None and budget is not None:
+        t_llm = time.perf_counter()
+        local = [float(probs[j]) if probs is not None else candidates[j].fused for j in range(len(candidates))]
+        judgement = rerank_with_llm(llm, budget, analysis, recent, language, candidates, order, local,
+                                    probs is not None, decide.HIGH_P)
+        order = judgement.order
+        llm_records.append(judgement.record)
+        stages["llm_rerank"] = (time.perf_counter() - t_llm) * 1000
+        t0 = time.perf_counter()
     keyword_forms = {k: match_forms([k]) for k in analysis.keywords}
     reference = next((r.resolved for r in analysis.references if r.resolved and r.type != ReferenceType.TEMPORAL),
                      None)
-    language = _language(analysis)
     chosen = []
     for j in order[: opts.limit]:
         c = candidates[j]
@@ -160,8 +187,11 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
         scores = {"fused": c.fused, "cosine": c.cosine, **c.scores}
         if probs is not None:
             scores["rerank"] = float(probs[j])
-        chosen.append(RecalledMemory(c.memory, score, level,
-                                     decide.reason(fdict, matched, speaker_of(c.memory), reference, language), scores))
+        why = decide.reason(fdict, matched, speaker_of(c.memory), reference, language)
+        if judgement is not None and j in judgement.judged:
+            scores["llm"] = judgement.judged[j]
+            score, level, why = judgement.apply(j, score, level, why)
+        chosen.append(RecalledMemory(c.memory, score, level, why, scores))
     stages["decide"] = (time.perf_counter() - t0) * 1000
     stages["total"] = (time.perf_counter() - t_start) * 1000
     if not any(m.relevance != "none" for m in chosen):
@@ -173,10 +203,12 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
         tuple(SearchTrace(s.name, s.weight, s.ms, tuple((h.id, h.score) for h in s.hits)) for s in out.lists),
         str(Fusion(opts.fusion)),
         tuple(CandidateTrace(c.memory.id, c.fused, c.rank, None if probs is None else float(probs[k]),
-                             dict(c.scores), dict(zip(FEATURES, map(float, feats[k]), strict=True)))
+                             dict(c.scores), dict(zip(FEATURES, map(float, feats[k]), strict=True)),
+                             judgement.final.get(k) if judgement is not None else None)
               for k, c in enumerate(candidates)),
-        duplicates, dict(stages), tuple(notes))
-    return Recall(text, tuple(chosen), language, trace, opts.pack_chars)
+        duplicates, dict(stages), tuple(notes), tuple(llm_records))
+    return Recall(text, tuple(chosen), language, trace, opts.pack_chars,
+                  judgement.injection_strategy if judgement is not None else None)
 
 
 def _recent(recent: Iterable[Message | Mapping[str, Any]] | None, limit: int) -> list[Message]:

@@ -40,6 +40,8 @@ class Recall:
     """The conversation's language, used by :meth:`memory_pack`."""
     trace: RecallTrace
     pack_chars: int = 2000
+    injection_strategy: str | None = None
+    """Seed 001's advice from the LLM rerank (quote_key_parts, summarize or full); None without it."""
 
     @property
     def should_inject(self) -> bool:
@@ -63,6 +65,7 @@ class Recall:
 
     def to_dict(self, trace: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text, "language": self.language, "should_inject": self.should_inject,
+                               "injection_strategy": self.injection_strategy,
                                "memories": [m.to_dict() for m in self.memories]}
         if trace:
             out["trace"] = self.trace.to_dict()

@@ -28,6 +28,8 @@ class CandidateTrace:
     scores: dict[str, float]
     """Min-max score per search list."""
     features: dict[str, float] = field(default_factory=dict)
+    final: float | None = None
+    """The local score blended with the LLM's judgement, when the LLM rerank saw this candidate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,10 @@ class RecallTrace:
     stages_ms: dict[str, float]
     notes: tuple[str, ...]
     """Why the answer is what it is when that is not obvious (empty query, nothing matched, ...)."""
+    llm: tuple[dict[str, Any], ...] = ()
+    """Each LLM step of this recall, called or skipped: ``step``, ``called``, ``used_llm``, ``fallback`` (why
+    the rule result was used: disabled, not_needed, budget, after_failure, timeout, http_500, contract, ...),
+    ``detail``, ``latency_ms``, ``tokens_in``, ``tokens_out``, ``cached`` and ``output`` (what it changed)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,10 +62,12 @@ class RecallTrace:
             "fusion": self.fusion,
             "candidates": [{"id": c.id, "fused": round(c.fused, 4), "fused_rank": c.fused_rank,
                             "rerank": None if c.rerank is None else round(c.rerank, 4),
+                            "final": None if c.final is None else round(c.final, 4),
                             "scores": {k: round(v, 4) for k, v in c.scores.items()},
                             "features": {k: round(v, 4) for k, v in c.features.items()}}
                            for c in self.candidates],
             "duplicates": self.duplicates,
             "stages_ms": {k: round(v, 3) for k, v in self.stages_ms.items()},
             "notes": list(self.notes),
+            "llm": list(self.llm),
         }

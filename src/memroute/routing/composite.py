@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import Embedder, get_embedder
 from memroute.errors import InputError
+from memroute.llm.steps import LlmAssistant
 from memroute.routing.calibration import Calibration, ConfidenceFeatures, gap_scale
 from memroute.routing.index import F32, AgentCache, CatalogueIndex
+from memroute.routing.llm_assist import assist
 from memroute.routing.query import AgentScore, RouterOutput, RouterQuery, StrategyScore
 from memroute.routing.strategies import (
     MentionStrategy,
@@ -55,11 +57,14 @@ class AgentRouter:
     ``strategies`` default to mention, embedding, BM25, keyword boost, tool hint and file type; each
     returns [0, weight] per agent, and an agent's score is their sum over the sum of the weights.
     ``embedder`` is a name (``"use-m3"``, the default), an :class:`Embedder`, or ``None`` for lexical
-    routing only. ``calibration`` holds the confidence weights and thresholds (``memroute fit``).
+    routing only. ``calibration`` holds the confidence weights and thresholds (``memroute fit``). ``llm``
+    adds seed 004's LLM keywords, intent labels and top-N rerank under its policy
+    (:mod:`memroute.routing.llm_assist`); the output's ``llm`` records what each step did.
     """
 
     def __init__(self, strategies: Sequence[Strategy] | None = None, *, embedder: Embedder | str | None = "use-m3",
-                 calibration: Calibration | None = None, cache: AgentCache | None = None) -> None:
+                 calibration: Calibration | None = None, cache: AgentCache | None = None,
+                 llm: LlmAssistant | None = None) -> None:
         self.strategies = list(strategies) if strategies is not None else default_strategies()
         if not self.strategies:
             raise InputError("AgentRouter needs at least one strategy; omit strategies to get the defaults")
@@ -70,6 +75,7 @@ class AgentRouter:
         self.calibration = calibration or Calibration()
         self.cache = cache or AgentCache(self.embedder)
         self.total_weight = float(sum(s.weight for s in self.strategies)) or 1.0
+        self.llm = llm
 
     # ------------------------------------------------------------------------------------ scoring
     def index(self, agents: Sequence[Agent]) -> CatalogueIndex:
@@ -148,8 +154,12 @@ class AgentRouter:
         if not agents:
             raise InputError("no agents to route to: pass at least one Agent (or load a catalogue)")
         scored = self.score(query, agents)
+        records: tuple[dict[str, object], ...] = ()
+        if self.llm is not None and scored.has_signal:
+            scored, records = assist(self, self.llm, scored, locale=RouterQuery.of(query).locale)
         ranked = self.order(scored, limit=max(top_k, 2))
-        return self.output(scored, ranked, top_k, include_scores, start)
+        out = self.output(scored, ranked, top_k, include_scores, start)
+        return replace(out, llm=records, latency_ms=_ms(start)) if records else out
 
     def output(self, scored: ScoredQuery, ranked: Sequence[int], top_k: int, include_scores: bool,
                start: float, reason: str | None = None, confidence: float | None = None) -> RouterOutput:

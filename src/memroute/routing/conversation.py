@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -26,6 +26,7 @@ from memroute.routing.agents import check_agents
 from memroute.routing.composite import AgentRouter, ScoredQuery
 from memroute.routing.cues import Cues, read_cues
 from memroute.routing.index import F32, CatalogueIndex
+from memroute.routing.llm_assist import assist
 from memroute.routing.policy import Action, PolicyParams, catalogue_scale, normalised, user_step
 from memroute.routing.query import AgentScore, RouterQuery
 from memroute.types import Agent, Message
@@ -72,6 +73,8 @@ class ConversationDecision:
     latency_ms: float = 0.0
     scores: dict[str, float] = field(default_factory=dict)
     """Every allowed candidate's score on this message's own text (the best 1,000 in huge catalogues)."""
+    llm: tuple[dict[str, Any], ...] = ()
+    """What each LLM step did (keywords, intents, route_rerank), when the router has an LLM."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,7 +83,7 @@ class ConversationDecision:
             "cues": list(self.cues), "confidence": round(self.confidence, 4), "gap": round(self.gap, 3),
             "margin": None if self.margin == float("inf") else round(self.margin, 3),
             "candidates": [c.as_dict() for c in self.candidates], "scores": self.scores,
-            "latency_ms": round(self.latency_ms, 3),
+            "latency_ms": round(self.latency_ms, 3), "llm": list(self.llm),
         }
 
 
@@ -165,6 +168,9 @@ class ConversationRouter:
         if continuation == "switch" and not cues.switch:
             cues = Cues(cues.also, cues.request, True, cues.closing, cues.assistant_done)
         scored = self.router.score(RouterQuery(text=text), self.index)
+        records: tuple[dict[str, Any], ...] = ()
+        if self.router.llm is not None and scored.has_signal:
+            scored, records = assist(self.router, self.router.llm, scored, needs_context=needs_context)
         previous = self.agents[current].id if current is not None else None
         used_context = False
         if not scored.has_signal:
@@ -179,7 +185,7 @@ class ConversationRouter:
             decision = self._decision(scored, step.action, current, previous, step.gap, step.margin,
                                       step.challenger, used_context, continuation, cues, analysis_cue)
         self._save(session, owner, state, current, evidence, recent, text)
-        return _with_latency(decision, start)
+        return _with_latency(replace(decision, llm=records) if records else decision, start)
 
     def reset(self, session: str, *, owner: str | None = None) -> None:
         """Forget a session's route (the next message is routed as a first message)."""
@@ -275,6 +281,4 @@ class ConversationRouter:
 
 
 def _with_latency(decision: ConversationDecision, start: float) -> ConversationDecision:
-    from dataclasses import replace
-
     return replace(decision, latency_ms=(time.perf_counter() - start) * 1000.0)

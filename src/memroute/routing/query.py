@@ -104,13 +104,15 @@ class RouterOutput:
     reason: str
     scores: tuple[AgentScore, ...] = ()
     latency_ms: float = 0.0
+    llm: tuple[Mapping[str, Any], ...] = ()
+    """What each LLM step did (keywords, intents, route_rerank), when the router has an LLM."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "agent": self.agent.id if self.agent else None, "no_route": self.no_route,
             "confidence": round(self.confidence, 4), "reason": self.reason,
             "agents": [a.id for a in self.agents], "scores": [s.as_dict() for s in self.scores],
-            "latency_ms": round(self.latency_ms, 3),
+            "latency_ms": round(self.latency_ms, 3), "llm": [dict(r) for r in self.llm],
         }
 
 

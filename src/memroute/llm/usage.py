@@ -1,0 +1,44 @@
+"""What the LLM steps of many requests cost, from their trace records: the ``llm`` block of the eval reports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class LlmUsage:
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    fallbacks: int = 0
+    """Steps that wanted the LLM and used the rule result (policy skips are not fallbacks)."""
+    latencies_ms: list[float] = field(default_factory=list)
+    reasons: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def add(self, records: Iterable[Mapping[str, Any]]) -> None:
+        for r in records:
+            fallback = r.get("fallback")
+            if fallback in ("disabled", "not_needed"):
+                self.skipped[fallback] = self.skipped.get(fallback, 0) + 1
+                continue
+            if r.get("called"):
+                self.calls += 1
+                self.latencies_ms.append(float(r.get("latency_ms", 0.0)))
+            self.tokens_in += int(r.get("tokens_in", 0))
+            self.tokens_out += int(r.get("tokens_out", 0))
+            if fallback:
+                self.fallbacks += 1
+                self.reasons[fallback] = self.reasons.get(fallback, 0) + 1
+
+    def as_dict(self) -> dict[str, Any]:
+        lat = np.array(self.latencies_ms) if self.latencies_ms else np.zeros(1)
+        return {"calls": self.calls, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+                "fallbacks": self.fallbacks,
+                "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 1),
+                               "p95": round(float(np.percentile(lat, 95)), 1)},
+                "fallback_reasons": dict(sorted(self.reasons.items())), "skipped": dict(sorted(self.skipped.items()))}
