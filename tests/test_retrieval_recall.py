@@ -51,6 +51,20 @@ def test_senshuu_no_are_resolves_to_a_time_range_and_a_topic(memory: Memory) -> 
     assert "ja-x-old" not in [m.memory.id for m in r.memories[:1]]
 
 
+def test_a_resolved_reference_makes_its_best_match_high(memory: Memory) -> None:
+    """「あれどうなった？」 after talking about Project X: the memory about Project X is what the user
+    means, so it is high and injected on its own; a question with no reference gets no such lift."""
+    _seed(memory)
+    recent = [{"role": "user", "text": "プロジェクトXの締切が心配です"},
+              {"role": "assistant", "text": "確認しましょう"}]
+    r = memory.recall("あれどうなった？", recent_messages=recent, now=NOW)
+    assert r.memories[0].memory.id in {"ja-x", "ja-x-old"}  # both are about Project X
+    assert r.memories[0].relevance == "high" and r.should_inject
+    assert all(m.relevance != "high" for m in r.memories[1:] if "プロジェクトX" not in m.memory.text)
+    plain = memory.recall("どうなった？", now=NOW)
+    assert all(m.relevance != "high" for m in plain.memories)
+
+
 def test_english_keyword_question_and_near_duplicate_removal(memory: Memory) -> None:
     _seed(memory)
     r = memory.recall("When does Kenji's flight to Osaka leave?", now=NOW)

@@ -35,13 +35,19 @@ _REASONS: dict[str, dict[str, str]] = {
 _SEP = {"en": "; ", "ja": "、", "ko": ", "}
 
 
-def relevance(score: float, cosine: float, keyword_overlap: float, reranked: bool) -> Relevance:
-    """``score`` is the reranker's probability (ignored when ``reranked`` is false)."""
+def relevance(score: float, cosine: float, keyword_overlap: float, reranked: bool,
+              reference_overlap: float = 0.0, top: bool = False) -> Relevance:
+    """``score`` is the reranker's probability (ignored when ``reranked`` is false).
+
+    A reference the conversation resolved ("how did *that* go?" -> Project X) names what the user
+    means: the best-ranked memory that is written about all of it, and is at least a medium match by
+    the other rules, is high (LoCoMo's questions carry no such references, so its calibration cannot
+    tell)."""
     if (reranked and score >= HIGH_P) or (cosine >= HIGH_COS and keyword_overlap >= 0.5) \
             or (cosine >= MEDIUM_COS - 0.05 and keyword_overlap >= 0.999):
         return "high"
     if (reranked and score >= MEDIUM_P) or cosine >= MEDIUM_COS or keyword_overlap >= 0.999:
-        return "medium"
+        return "high" if top and reference_overlap >= 0.999 else "medium"
     return "none"
 
 

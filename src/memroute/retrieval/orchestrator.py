@@ -177,13 +177,14 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
     reference = next((r.resolved for r in analysis.references if r.resolved and r.type != ReferenceType.TEMPORAL),
                      None)
     chosen = []
-    for j in order[: opts.limit]:
+    for rank, j in enumerate(order[: opts.limit]):
         c = candidates[j]
         fdict = dict(zip(FEATURES, map(float, feats[j]), strict=True))
         body = c.memory.full_text.casefold()
         matched = [k for k, forms in keyword_forms.items() if forms and all(f in body for f in forms)]
         score = float(probs[j]) if probs is not None else c.fused
-        level = decide.relevance(score, c.cosine, fdict["keyword_overlap"], probs is not None)
+        level = decide.relevance(score, c.cosine, fdict["keyword_overlap"], probs is not None,
+                                 fdict["reference_overlap"], top=rank == 0)
         scores = {"fused": c.fused, "cosine": c.cosine, **c.scores}
         if probs is not None:
             scores["rerank"] = float(probs[j])
