@@ -166,3 +166,11 @@ def test_cli_recall_json(memory: Memory, db_url: str, capsys: pytest.CaptureFixt
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["memories"][0]["id"] == "en-flight" and out["trace"]["strategy"]
+
+
+def test_a_memory_remembered_without_a_date_is_recalled(memory: Memory) -> None:
+    """occurred_at defaults to when the memory was written, so the 365-day window keeps it."""
+    item = memory.remember("The staging database password rotates every Monday")
+    assert item.occurred_at == item.created_at
+    r = memory.recall("when does the staging database password rotate?")
+    assert [m.memory.id for m in r.memories][:1] == [item.id]

@@ -296,9 +296,12 @@ class Memory:
         if not isinstance(mid, str) or not mid.strip() or len(mid) > 256:
             raise InputError("a memory id must be a non-empty string of at most 256 characters")
         session = fields.get("session_id")
+        created = as_utc(fields.get("created_at")) or utcnow()
         return MemoryItem(
             id=mid, owner=owner, text=text, kind=kind, session_id=str(session) if session else None, reply=reply,
-            occurred_at=as_utc(fields.get("occurred_at")), created_at=as_utc(fields.get("created_at")) or utcnow(),
+            # what happened when it was written down, unless told otherwise: recall's time window and
+            # time ranges read occurred_at, and a memory without one would fall outside every window
+            occurred_at=as_utc(fields.get("occurred_at")) or created, created_at=created,
             expires_at=as_utc(fields.get("expires_at")), archived=bool(fields.get("archived", False)),
             sensitivity=Sensitivity.parse(fields.get("sensitivity") or 0), source_type=fields.get("source_type"),
             metadata=dict(metadata), language=detect_language(text))

@@ -1,0 +1,119 @@
+"""``query``: hybrid search over a repository's symbols and docstrings, with memroute's own retrieval.
+
+Each symbol becomes a memory of a private in-memory store (``sqlite://:memory:``): its text is the
+qualified name, the identifier and the file's path split into words, the signature and the first paragraph
+of the docstring,
+indexed for BM25; its embedding is taken from the words and the docstring, so that a request in Japanese
+or Korean (「ログイン機能」) finds ``LoginService`` by meaning. :meth:`memroute.Memory.search` fuses the two
+lists by Reciprocal Rank Fusion. The query's concepts add their English words to the keyword side
+(:func:`~memroute.investigate.consistency.expansion_terms`). Files are re-indexed when they change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memroute.embed import Embedder, get_embedder
+from memroute.errors import InputError
+from memroute.investigate.codeindex import CodeIndex, FileEntry, ToolResult, timed_result
+from memroute.investigate.consistency import expansion_terms, split_identifier
+from memroute.investigate.symbols import Symbol
+from memroute.memory import Memory
+from memroute.stores import open_store
+
+_OWNER = "code"
+MAX_QUERY_CHARS = 2000
+
+
+@dataclass
+class _Repo:
+    memory: Memory
+    files: dict[str, tuple[int, int, list[str]]] = field(default_factory=dict)
+    """rel path -> (mtime_ns, size, memory ids)."""
+
+
+class SymbolSearch:
+    """The ``query`` tool: one in-memory index per repository root, kept in step with the files."""
+
+    def __init__(self, index: CodeIndex, embedder: Embedder | str = "use-m3") -> None:
+        self.index = index
+        self._embedder = embedder
+        self._repos: dict[Path, _Repo] = {}
+        self._lock = threading.Lock()
+
+    def query(self, text: str, *, repo: str | None = None, path: str | None = None, kind: str | None = None,
+              limit: int = 10) -> ToolResult:
+        """The symbols whose names, signatures or docstrings best match ``text`` (any language)."""
+        start = time.perf_counter()
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("query is empty: describe what you are looking for (e.g. 'where passwords are checked')")
+        if len(text) > MAX_QUERY_CHARS:
+            raise InputError(f"query has {len(text):,} characters; at most {MAX_QUERY_CHARS:,}")
+        if not isinstance(limit, int) or limit < 1:
+            raise InputError(f"limit must be a positive whole number, got {limit!r}")
+        root, under = self.index.target(repo, path)
+        scan = self.index.scan(root)
+        prefix = None if under is None else self.index.workspace.rel(under, root)
+        words = [w for raw in text.split() for w in split_identifier(raw)]
+        expanded = " ".join([text, *words, *expansion_terms(text)])
+        with self._lock:
+            state = self._sync(root, scan.files)
+            indexed = sum(len(ids) for _, _, ids in state.files.values())
+            hits = state.memory.search(expanded, mode="hybrid", limit=min(max(limit * 5, 50), 500)) if indexed else []
+        rows: list[dict[str, Any]] = []
+        for hit in hits:
+            meta = dict(hit.memory.metadata)
+            if (prefix and prefix != "." and not (meta["file"] == prefix or meta["file"].startswith(prefix + "/"))) \
+                    or (kind and meta["kind"] != kind):
+                continue
+            rows.append({**meta, "score": round(hit.score, 4),
+                         "scores": {k: round(v, 4) for k, v in hit.scores.items()}})
+        return timed_result("query", root, {"query": text, "path": path, "kind": kind}, rows, limit, start,
+                            scan.skipped, (), {"indexed_symbols": indexed})
+
+    def _sync(self, root: Path, files: tuple[FileEntry, ...]) -> _Repo:
+        state = self._repos.get(root)
+        if state is None:
+            if isinstance(self._embedder, str):  # loaded on the first query: the other tools do not need it
+                self._embedder = get_embedder(self._embedder)
+            state = _Repo(Memory(open_store("sqlite://:memory:"), self._embedder, owner=_OWNER))
+            self._repos[root] = state
+        current = {e.rel: e for e in files}
+        stale: list[str] = []
+        items: list[dict[str, Any]] = []
+        for rel in list(state.files):
+            mtime, size, ids = state.files[rel]
+            entry = current.get(rel)
+            if entry is None or (entry.source.mtime_ns, entry.source.size) != (mtime, size):
+                stale.extend(ids)
+                del state.files[rel]
+        for rel, entry in current.items():
+            if rel in state.files:
+                continue
+            ids = []
+            for sym in entry.parsed.symbols:
+                item = _item(sym)
+                ids.append(item["id"])
+                items.append(item)
+            state.files[rel] = (entry.source.mtime_ns, entry.source.size, ids)
+        if stale:
+            state.memory.forget(stale)
+        if items:
+            state.memory.remember_many(items)
+        return state
+
+
+def _item(sym: Symbol) -> dict[str, Any]:
+    words = " ".join(split_identifier(sym.qualname))
+    key = f"{sym.file}:{sym.line}:{sym.qualname}"
+    return {"id": key if len(key) <= 200 else hashlib.sha1(key.encode()).hexdigest(),
+            "text": f"{sym.qualname} {words} {sym.kind} {' '.join(split_identifier(sym.file))}\n{sym.signature}\n"
+                    f"{sym.doc}".strip(),
+            "embed_text": f"{words}. {sym.doc}" if sym.doc else words or sym.name,
+            "metadata": {"name": sym.name, "qualname": sym.qualname, "kind": sym.kind, "file": sym.file,
+                         "line": sym.line, "signature": sym.signature, "doc": sym.doc}}
