@@ -17,8 +17,13 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
-run: $(VENV)/.installed
-	$(BIN)/memroute demo
+$(VENV)/.installed-server: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[server]'
+	touch $@ $(VENV)/.installed
+
+# The service on the embedded SQLite default at http://127.0.0.1:8765, with the demo catalogue and memories.
+run: $(VENV)/.installed-server
+	$(BIN)/memroute serve --demo
 
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests benchmarks

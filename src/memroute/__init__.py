@@ -3,9 +3,11 @@
 The public API lives here; everything else is an implementation module.
 """
 
+from memroute.client import AsyncClient, Client
 from memroute.config import Settings
 from memroute.embed import Embedder, get_embedder
 from memroute.errors import (
+    AuthError,
     CatalogueError,
     ConfigError,
     DependencyError,
@@ -14,7 +16,9 @@ from memroute.errors import (
     MemrouteError,
     ModelMismatchError,
     NotFoundError,
+    RateLimitError,
     SchemaVersionError,
+    ServiceError,
     StoreError,
     StoreLockedError,
     StoreReadOnlyError,
@@ -38,8 +42,11 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentStatus",
+    "AsyncClient",
     "AsyncMemory",
+    "AuthError",
     "CatalogueError",
+    "Client",
     "ConfigError",
     "DependencyError",
     "Embedder",
@@ -54,9 +61,11 @@ __all__ = [
     "Message",
     "ModelMismatchError",
     "NotFoundError",
+    "RateLimitError",
     "SchemaVersionError",
     "SearchFilter",
     "Sensitivity",
+    "ServiceError",
     "Settings",
     "Store",
     "StoreError",

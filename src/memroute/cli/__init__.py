@@ -10,12 +10,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from memroute.cli import analysis_cmd, memory_cmds, recall_cmd, route_cmd, store_cmds
+from memroute.cli import (
+    analysis_cmd,
+    investigate_cmd,
+    mcp_cmd,
+    memory_cmds,
+    recall_cmd,
+    route_cmd,
+    serve_cmd,
+    store_cmds,
+)
 from memroute.cli.common import COMMAND_GROUPS, Group
 from memroute.errors import MemrouteError
 
 # Modules that register commands; each has ``register(sub, groups)``.
-_MODULES = (memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd)
+_MODULES = (memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd, mcp_cmd, serve_cmd, investigate_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ from typing import Any
 from memroute.cli.common import emit_json
 from memroute.config import Settings
 from memroute.memory import Memory
+from memroute.types import Agent
 
 DEMO_OWNER = "demo"
 QUERIES = (
@@ -81,12 +82,18 @@ def run_demo(settings: Settings, as_json: bool = False) -> int:
     return 0
 
 
-def _route_conversation(mem: Memory) -> list[dict[str, Any]]:
-    from memroute.routing import ConversationRouter, load_catalogue
+def demo_agents() -> tuple[Agent, ...]:
+    """The bundled multilingual demo catalogue (``memroute/data/demo_agents.toml``)."""
+    from memroute.routing import load_catalogue
 
     with resources.as_file(resources.files("memroute.data").joinpath("demo_agents.toml")) as path:
-        agents = load_catalogue(path)
-    router = ConversationRouter(mem, agents, owner=DEMO_OWNER)
+        return load_catalogue(path)
+
+
+def _route_conversation(mem: Memory) -> list[dict[str, Any]]:
+    from memroute.routing import ConversationRouter
+
+    router = ConversationRouter(mem, demo_agents(), owner=DEMO_OWNER)
     router.reset("demo-chat")
     out = []
     for text in CONVERSATION:

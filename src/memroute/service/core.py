@@ -1,0 +1,63 @@
+"""The service's shared state: one :class:`memroute.Memory`, the keys, the limits and the catalogues.
+
+``app.state.service`` holds it, so whatever is mounted beside the HTTP API (the MCP endpoint, the web
+console) authenticates, scopes owners, rate-limits and runs library calls exactly as the API does:
+``caller = service.authorize(key, client_host, owner)``, then ``await service.run(lambda: ...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from memroute.config import Settings
+from memroute.errors import ConfigError
+from memroute.memory import Memory
+from memroute.routing import AgentRouter
+from memroute.service.auth import KeyRing, Principal, is_loopback
+from memroute.service.catalogue import Catalogues
+from memroute.service.limits import RateLimiter, Runner
+from memroute.types import Agent
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated request: who sent it and the one owner it acts for."""
+
+    principal: Principal
+    owner: str
+
+
+class Service:
+    def __init__(self, memory: Memory, settings: Settings, agents: tuple[Agent, ...] = (),
+                 keys: KeyRing | None = None) -> None:
+        self.memory = memory
+        self.settings = settings
+        self.keys = keys if keys is not None else KeyRing.from_settings(settings)
+        if self.keys.open and not is_loopback(settings.host):
+            raise ConfigError(f"refusing to serve on {settings.host} without API keys: anyone who can reach it "
+                              "could read every owner's memories. Configure keys (memroute new-key OWNER, then "
+                              "MEMROUTE_API_KEYS or api_keys_file), or bind 127.0.0.1 for development")
+        self.rate = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+        self.runner = Runner(settings.server_threads, settings.server_queue)
+        self.router = AgentRouter(embedder=memory.embedder, llm=memory.llm)
+        self.catalogues = Catalogues(memory, self.router, agents)
+
+    def authenticate(self, key: str | None, client_host: str | None) -> Principal:
+        """Check ``key`` and take a rate-limit token; raises ``AuthError`` (401) or ``RateLimitError`` (429)."""
+        principal = self.keys.authenticate(key, client_host)
+        self.rate.check(principal.key_id)
+        return principal
+
+    def authorize(self, key: str | None, client_host: str | None, owner: str | None) -> Caller:
+        """:meth:`authenticate`, then settle the owner the request acts for; raises ``AuthError`` (403) for
+        an owner the key may not act for, ``InputError`` for an owner id that cannot be one."""
+        principal = self.authenticate(key, client_host)
+        return Caller(principal, principal.owner_for(owner))
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """Run a blocking library call in a worker thread (see :mod:`memroute.service.limits`)."""
+        return await self.runner.run(fn)

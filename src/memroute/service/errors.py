@@ -1,0 +1,145 @@
+"""Every error answer of the HTTP API: a status code and ``{"type", "message", "detail"}``.
+
+``type`` is the memroute error class (``InputError``, ``NotFoundError``, ``AuthError``, ...) or, for
+refusals of the HTTP layer itself, a precise name (``ValidationError``, ``MalformedJSON``,
+``PayloadTooLarge``, ``RequestTimeout``, ``ServiceBusy``, ``NotFound`` for an unknown path). Bad input is
+always a 4xx; a 500 means a bug, and its answer says nothing about the internals (the log has the trace).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
+
+from memroute.errors import (
+    ConfigError,
+    DependencyError,
+    EmbeddingError,
+    InputError,
+    MemrouteError,
+    NotFoundError,
+    ServiceError,
+    StoreError,
+)
+
+log = logging.getLogger("memroute.service")
+
+# First match wins: subclasses before their bases.
+_STATUS: tuple[tuple[type[MemrouteError], int], ...] = (
+    (ServiceError, 0),  # carries its own status
+    (NotFoundError, 404),
+    (InputError, 400),
+    (StoreError, 503),  # locked, read-only, newer schema, unreachable: the store, not the request
+    (ConfigError, 500),
+    (DependencyError, 500),
+    (EmbeddingError, 500),
+)
+_HTTP_KINDS = {400: "MalformedJSON", 404: "NotFound", 405: "MethodNotAllowed", 406: "NotAcceptable",
+               415: "UnsupportedMediaType"}
+
+
+class Json(JSONResponse):
+    """JSON in UTF-8 with times, enums, tuples and numpy numbers encoded (the C encoder: fast for traces)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                          default=_plain).encode("utf-8")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def error_response(status: int, kind: str, message: str, detail: Any = None,
+                   headers: Mapping[str, str] | None = None) -> Response:
+    return Json({"type": kind, "message": message, "detail": detail}, status_code=status, headers=headers)
+
+
+def memroute_error_response(exc: MemrouteError) -> Response:
+    if isinstance(exc, ServiceError):
+        headers: dict[str, str] = {}
+        if exc.retry_after is not None:
+            headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+        if exc.status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        if exc.status in (408, 413):  # the rest of the body is not wanted: stop reading it, close
+            headers["Connection"] = "close"
+        return error_response(exc.status, exc.kind, str(exc), exc.detail, headers)
+    status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
+    if status == 500:
+        log.error("memroute error answered with 500: %s", exc, exc_info=exc)
+    return error_response(status, type(exc).__name__, str(exc), None, {"Retry-After": "1"} if status == 503 else None)
+
+
+class RefusedRequest(HTTPException):
+    """A refusal raised while the body is being read (too large, too slow). It is an ``HTTPException`` so
+    that FastAPI's body parser passes it on instead of turning it into a generic 400."""
+
+    def __init__(self, error: ServiceError) -> None:
+        super().__init__(error.status, str(error))
+        self.error = error
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that give every error its status and shape."""
+
+    async def on_memroute(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, MemrouteError)
+        return memroute_error_response(exc)
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if isinstance(exc, RefusedRequest):
+            return memroute_error_response(exc.error)
+        kind = _HTTP_KINDS.get(exc.status_code, "HTTPError")
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404:
+            message = f"no such endpoint: {request.method} {request.url.path} (see /docs)"
+        elif exc.status_code == 400:  # FastAPI's body parser: not UTF-8, or nested too deeply
+            message = "the request body could not be read as JSON: send UTF-8 JSON, not nested too deeply"
+        return error_response(exc.status_code, kind, message, None, exc.headers)
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        errors = [e for e in exc.errors() if isinstance(e, Mapping)]
+        broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
+        if broken is not None:
+            ctx = broken.get("ctx") or {}
+            loc: Sequence[Any] = broken.get("loc") or ()
+            where = f" at character {loc[1]}" if len(loc) > 1 else ""
+            return error_response(400, "MalformedJSON", f"the request body is not valid JSON: "
+                                  f"{ctx.get('error', 'decode error')}{where}")
+        detail = [{"loc": [str(part) for part in e.get("loc", ())], "msg": str(e.get("msg", "")),
+                   "type": str(e.get("type", ""))} for e in errors]
+        first = detail[0] if detail else {"loc": [], "msg": "invalid request"}
+        where = ".".join(first["loc"])
+        more = f" (and {len(detail) - 1} more problems)" if len(detail) > 1 else ""
+        return error_response(422, "ValidationError", f"{where}: {first['msg']}{more}", detail)
+
+    async def on_unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, "InternalError", "the service failed on this request; the server log has the "
+                              "details")
+
+    app.add_exception_handler(MemrouteError, on_memroute)
+    app.add_exception_handler(HTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(Exception, on_unexpected)

@@ -1,0 +1,112 @@
+"""ASGI middleware of the service: request body limits (size and time) and HTTP metrics.
+
+Both wrap the whole application, so whatever is mounted beside the API (the MCP endpoint, the console)
+gets the same limits and is counted in the same metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memroute.errors import ServiceError
+from memroute.observability.metrics import HTTP_LATENCY, HTTP_REQUESTS
+from memroute.service.errors import RefusedRequest, memroute_error_response
+
+
+class BodyLimit:
+    """Refuse a body larger than ``max_bytes`` (413) and a body not sent within ``timeout_s`` (408).
+
+    A declared ``Content-Length`` above the limit is refused before anything is read; a chunked or
+    under-declared body is counted while it streams in and refused as soon as it passes the limit, so the
+    service never holds more than ``max_bytes`` of one request in memory.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
+
+    def _too_large(self) -> ServiceError:
+        return ServiceError(f"the request body is larger than the limit of {self.max_bytes:,} bytes "
+                            "(max_request_bytes); send less at once, e.g. smaller import batches", status=413,
+                            kind="PayloadTooLarge", detail={"limit_bytes": self.max_bytes})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
+            await memroute_error_response(self._too_large())(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        received = 0
+        complete = False
+        deadline: float | None = None
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received, complete, deadline
+            if complete:  # the body is in: later receives only wait for a disconnect, without a deadline
+                return await receive()
+            if deadline is None:
+                deadline = loop.time() + self.timeout_s
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise RefusedRequest(ServiceError(
+                    f"the request body did not arrive within {self.timeout_s:g} s (request_timeout_s)",
+                    status=408, kind="RequestTimeout")) from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise RefusedRequest(self._too_large())
+                complete = not message.get("more_body", False)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except RefusedRequest as exc:  # raised outside a FastAPI route (e.g. a mounted app): answer here
+            if started:
+                raise
+            await memroute_error_response(exc.error)(scope, receive, send)
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class HttpMetrics:
+    """Count requests and time them, labelled with the route's path pattern (never the raw path)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            label = str(getattr(scope.get("route"), "path", "")) or "unmatched"
+            method = scope["method"] if scope["method"] in _METHODS else "other"  # a client cannot add labels
+            HTTP_REQUESTS.labels(method, label, str(status)).inc()
+            HTTP_LATENCY.labels(method, label).observe((time.perf_counter() - start) * 1000.0)
