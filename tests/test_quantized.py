@@ -103,7 +103,7 @@ def test_writes_deletes_compaction_and_out_of_range_vectors_stay_exact() -> None
 
 
 def test_small_indexes_do_not_keep_a_copy() -> None:
-    assert memory_index.quantized.MIN_ROWS > 100_000
+    assert memory_index.quantized.MIN_ROWS > 2000
     index, m = build(2000)
     index.search_vector(m[0], SearchFilter(owner="a"), 5)
     assert index._quantized.rows == 0

@@ -69,6 +69,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     b.add_argument("--memories", type=int, nargs="+", default=[10_000, 100_000])
     b.add_argument("--queries", type=int, default=200)
     b.add_argument("--store", help="benchmark this store URL (e.g. postgresql://...) instead of new SQLite files")
+    b.add_argument("--pool", type=int, help="embed only the first N memories; the rest are copies with perturbed "
+                                            "vectors, bulk loaded (for 1M runs)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(handler=_bench_store)
 
@@ -289,4 +291,4 @@ def _demo(args: argparse.Namespace) -> int:
 def _bench_store(args: argparse.Namespace) -> int:
     from memroute.eval.store_bench import run_store_bench
 
-    return run_store_bench(args.memories, args.queries, as_json=args.json, store_url=args.store)
+    return run_store_bench(args.memories, args.queries, as_json=args.json, store_url=args.store, pool=args.pool)

@@ -5,7 +5,7 @@ Why in memory: on this project's 2-core machines, brute-force numpy cosine is th
 BM25 costs ~1.3 µs per matching posting (it looks up every matching row's length), which put its p95 at
 ~20-50 ms on 100k real chat messages, where numpy scores the same postings in ~1-2 ms. The backend's
 tables stay the source of truth: the index is rebuilt from them on open and kept up to date from their
-change log. From 262,144 rows on, a vector search first scans an 8-bit copy of the vectors and rescores
+change log. From 65,536 rows on, a vector search first scans an 8-bit copy of the vectors and rescores
 the best rows exactly, with a bound that proves the answer equals a full float32 scan
 (:mod:`memroute.stores.quantized`; ~1.6x faster at 1M).
 

@@ -2,6 +2,7 @@
 
 The number applied is kept in ``memroute_meta`` under ``schema_version``. The vector column gets its
 dimension, and its HNSW index, when the first embedding model is bound (see ``PostgresStore.bind_model``).
+Released migrations are never edited: a change is a new one.
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ CREATE TABLE memroute_state (
 );
 """
 
+M002_INLINE_VECTORS = """
+-- A 512-d vector (2 kB) is just over the TOAST threshold: out of line, an exact scan reads three pages per
+-- row instead of one (5,000 rows: 48 ms against 5 ms, measured). MAIN keeps it in the row; rows written
+-- before this migration stay where they are until they are rewritten.
+ALTER TABLE memroute_memories ALTER COLUMN embedding SET STORAGE MAIN;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial", M001_INITIAL),
+    (2, "inline vectors", M002_INLINE_VECTORS),
 )
