@@ -25,7 +25,22 @@ $(VENV)/.installed-server: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed-server
 	$(BIN)/memroute serve --demo
 
+# The console's browser test drives Debian's Chromium (never a browser a test tool downloads); CJK fonts
+# make its Japanese and Korean screenshots readable. Installed here when missing, waiting for another
+# apt/dpkg run to finish instead of failing on its lock; if that is impossible, make test stops and says why.
 test: $(VENV)/.installed-dev
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="chromium"; \
+	if command -v dpkg >/dev/null && ! dpkg -s fonts-noto-cjk >/dev/null 2>&1; then missing="$$missing fonts-noto-cjk"; fi; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+	  echo "make test: installing$$missing (apt-get) for the console's browser test"; \
+	  { $$sudo apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3 update -q && \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3 \
+	      install -y -q $$missing; } || \
+	  { echo "make test: could not install$$missing with apt-get; the browser test needs /usr/bin/chromium" >&2; \
+	    exit 1; }; \
+	fi
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest -q

@@ -139,7 +139,9 @@ def main() -> int:
         process = start_service(store, port, key)
         try:
             wait_ready(url, process)
+            load_before = os.getloadavg()
             result = asyncio.run(drive(url, key, asks, args.seconds, args.concurrency, not args.no_trace))
+            load_after = os.getloadavg()
         finally:
             process.terminate()
             process.wait(30)
@@ -148,6 +150,10 @@ def main() -> int:
           f"{result['seconds']} s: {result['throughput_per_s']} requests/s; p50 {lat['p50']} ms, p95 {lat['p95']} ms, "
           f"p99 {lat['p99']} ms, max {result['max_ms']} ms; {result['requests']} answered, {result['errors']} errors "
           f"{result['error_kinds'] or ''}; {len(asks)} distinct queries, {result['repeated_queries']} repeated")
+    # Latency on a shared machine means little without the load it was measured under.
+    print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_before)} before, "
+          f"{' '.join(f'{x:.2f}' for x in load_after)} after; {os.cpu_count()} CPUs; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     trace = " --no-trace" if args.no_trace else ""
     print(f"reproduce: python -m benchmarks.bench_service --memories {args.memories} --seconds {args.seconds:g} "
           f"--concurrency {args.concurrency}{trace}")

@@ -41,6 +41,7 @@ from memroute.routing import load_catalogue
 from memroute.service import errors
 from memroute.service.api import ROUTERS
 from memroute.service.auth import KeyRing
+from memroute.service.console import mount_console
 from memroute.service.core import Service
 from memroute.service.mcp_mount import mount_mcp
 from memroute.service.middleware import BodyLimit, HttpMetrics
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, *
     for router in ROUTERS:
         app.include_router(router)
     mount_mcp(app, service)
+    mount_console(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, timeout_s=settings.request_timeout_s)
     app.add_middleware(HttpMetrics)
     return app
