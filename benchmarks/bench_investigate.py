@@ -3,7 +3,9 @@
 The repository is built in a temporary folder by copying real Python files of installed packages
 (site-packages: pydantic, starlette, anyio, ...) until it reaches the target line count. Measured: the
 first scan (read + parse every file), a scan with nothing changed, a scan after one file changed, each
-tool's p50 / p95 over many calls, and ``query`` (first call: the symbol index is built and embedded).
+tool's p50 / p95 over many calls, ``query`` (first call: the symbol index is built and embedded), and
+``memroute investigate code query`` as a new process, twice with the same ``--code-cache``: the first
+builds the cached index, the second only scans the files and finds them unchanged.
 
 Run: ``python -m benchmarks.bench_investigate [LINES]`` (default 100000).
 """
@@ -15,6 +17,7 @@ import platform
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -116,6 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         counter = iter(range(40))
         p50, p95 = timed(lambda: search.query(QUERIES[next(counter) % len(QUERIES)]), 40)
         print(f"{'query (hybrid BM25 + vector)':38} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  (40 calls, en/ja/ko)")
+        cli = [sys.executable, "-c", "import sys; from memroute.cli import main; sys.exit(main(sys.argv[1:]))",
+               "investigate", "code", "query", QUERIES[1], "--repo", str(tmp), "--code-cache", str(tmp / ".cache"),
+               "--store", f"sqlite:///{tmp / '.investigate.db'}", "--json"]
+        for label in ("empty cache", "cache kept"):
+            start = time.perf_counter()
+            subprocess.run(cli, check=True, stdout=subprocess.DEVNULL)
+            print(f"{'memroute investigate code query, ' + label:38} {(time.perf_counter() - start) * 1000:9,.0f} ms "
+                  "(a new process: start, load the model, scan, query)")
         print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         print(f"python {platform.python_version()} on {platform.machine()}; reproduce with: {COMMAND} {lines}")
     finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memroute.errors import ConfigError, InputError, NotFoundError
+from memroute.errors import ConfigError, InputError, NotFoundError, StoreError
 from memroute.investigate import CodeIndex, Investigator, Phase, Workspace
 from memroute.investigate import codetools as tools
 from memroute.stores import open_store
@@ -145,9 +145,40 @@ def test_tool_argument_errors(repo: Path) -> None:
         (lambda: tools.search_text(index, "x" * 501), "at most 500"),
         (lambda: tools.get_symbols(index, limit=0), "limit must be a positive"),
         (lambda: tools.get_symbols(index, "a\x00b"), "NUL"),
+        (lambda: tools.search_text(index, r"(\w+\s?)+:", regex=True), "repeats a repetition"),
+        (lambda: tools.search_text(index, r"(?:a*b*)*c", regex=True), "repeats a repetition"),
     ]:
         with pytest.raises(InputError, match=message):
             call()
+
+
+def test_a_catastrophic_pattern_is_refused_before_it_runs(repo: Path) -> None:
+    """On this line, (\\w+\\s?)+: would backtrack for hours; refused at once, while the same search written
+    with an atomic group runs."""
+    (repo / "long.txt").write_text("word " * 40 + "\n", "utf-8")
+    index = CodeIndex(Workspace([repo]))
+    with pytest.raises(InputError, match="exponential time"):
+        tools.search_text(index, r"(\w+\s?)+:", regex=True)
+    assert tools.search_text(index, r"(?>\w+\s?)+:", regex=True, glob="long.txt").total == 0
+    assert tools.search_text(index, r"(?>\w+\s?)+$", regex=True, glob="long.txt").total == 1
+
+
+def test_a_broken_code_index_cache_says_what_to_do(repo: Path, db_url: str, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    store = open_store(db_url)
+    inv = Investigator(store, Workspace([repo]), owner="alice", code_cache=cache)
+    inv.query("login")  # builds the cache file
+    inv.close()
+    for path in cache.glob("code-*.db*"):
+        path.write_bytes(b"not a database" * 100)
+    broken = Investigator(store, Workspace([repo]), owner="alice", code_cache=cache)
+    with pytest.raises(StoreError, match=r"cannot be used .*delete it"):
+        broken.query("login")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="cannot create the code index cache"):
+        Investigator(store, Workspace([repo]), code_cache=tmp_path / "file" / "sub").query("login")
+    store.close()
 
 
 def test_javascript_by_regular_expressions(repo: Path) -> None:

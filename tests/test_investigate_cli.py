@@ -26,7 +26,7 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 
 def test_walk_a_session_by_hand(capsys: pytest.CaptureFixture[str], tmp_path: Path, db_url: str) -> None:
     repo = str(make_repo(tmp_path / "repo"))
-    common = ("--store", db_url, "--owner", "carol", "--repo", repo)
+    common = ("--store", db_url, "--owner", "carol", "--repo", repo, "--code-cache", str(tmp_path / "cache"))
     start = _json(capsys, "investigate", "start", "Why is an empty password accepted?", *common)
     sid = start["session_id"]
     assert start["intent"] == "INVESTIGATE" and start["phase"] == "FRAME"
@@ -63,6 +63,16 @@ def test_walk_a_session_by_hand(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert code == 0 and "wrote 6 records" in err
     assert [json.loads(line)["step"] for line in out_file.read_text("utf-8").splitlines()] == [
         "start_session", "set_query_frame", "tool", "submit_understanding", "submit_hypotheses", "verify_hypothesis"]
+
+    code, out, _ = _run(capsys, "investigate", "log", "--session", sid, "--phase", "VERIFICATION", *common)
+    # the hypotheses left the session in VERIFICATION; their verification moved it on to READY
+    assert code == 0 and [json.loads(line)["step"] for line in out.splitlines()] == ["submit_hypotheses"]
+    code, out, _ = _run(capsys, "investigate", "log", "--step", "tool", "--risk-level", "LOW", *common)
+    assert code == 0 and len(out.splitlines()) == 1
+    code, out, _ = _run(capsys, "investigate", "log", "--since", "2999-01-01T00:00:00Z", *common)
+    assert code == 0 and out == ""
+    code, _, err = _run(capsys, "investigate", "log", "--since", "yesterday", *common)
+    assert code == 1 and "not an ISO 8601 time" in err
 
     code, _, err = _run(capsys, "investigate", "submit", sid, "--symbol", "X", *common)
     assert code == 1 and err.startswith("memroute: error: submit_understanding is not possible in phase READY")

@@ -37,6 +37,8 @@ async def test_session_from_start_to_ready_over_stdio(tmp_path: Path, db_url: st
         start = _ok(await client.call_tool("start_session", {"query": query, "intent": "MODIFY"}))
         sid = start["session_id"]
         assert start["phase"] == "FRAME" and query in start["extraction_prompt"]
+        no_llm = await client.call_tool("set_query_frame", {"session_id": sid})
+        assert no_llm.is_error and "no LLM is configured" in no_llm.content[0].text
         framed = _ok(await client.call_tool("set_query_frame", {"session_id": sid, "slots": {
             "target_feature": {"value": "ログイン機能", "quote": "ログイン機能"},
             "trigger_condition": {"value": "パスワードが空", "quote": "パスワードが空"},
@@ -66,6 +68,9 @@ async def test_session_from_start_to_ready_over_stdio(tmp_path: Path, db_url: st
         log = _ok(await client.call_tool("decision_log", {"session_id": sid, "format": "jsonl"}))
         steps = [json.loads(line)["step"] for line in log["jsonl"].splitlines()]
         assert steps == ["start_session", "set_query_frame", "tool", "tool", "submit_understanding"]
+        ready_log = _ok(await client.call_tool("decision_log", {"session_id": sid, "phase": "READY",
+                                                                "risk_level": "MEDIUM"}))
+        assert [r["step"] for r in ready_log["records"]] == ["submit_understanding"]
         late = await client.call_tool("set_query_frame", {"session_id": sid, "slots": {}})
         assert late.is_error and "phase READY" in late.content[0].text
         foreign = await client.call_tool("get_session", {"session_id": sid, "owner": "bob"})

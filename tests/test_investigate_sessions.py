@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from memroute.analysis import Intent, QueryFrame
+from memroute.analysis.frame import Slot
 from memroute.embed import CachedEmbedder
+from memroute.embed.base import Side, Vectors
 from memroute.errors import InputError
-from memroute.investigate import Investigator, Phase, RiskLevel, SlotSource, Workspace, is_related, split_identifier
+from memroute.investigate import (
+    REQUIREMENTS,
+    Investigator,
+    Phase,
+    RiskLevel,
+    SlotSource,
+    Workspace,
+    assess_risk,
+    is_related,
+    split_identifier,
+)
 from memroute.stores import open_store
 
 FILES = {
@@ -143,11 +156,54 @@ def test_modify_with_a_hallucinated_quote(inv: Investigator) -> None:
     assert framed["query_frame"]["target_feature"] == {"value": "the login", "quote": "the login"}
     assert framed["query_frame"]["desired_action"] is None and framed["query_frame"]["observed_issue"] is None
     assert framed["missing_slots"] == ["trigger_condition", "observed_issue", "desired_action"]
-    assert framed["risk_level"] == "MEDIUM"  # the hallucinated action did not make it HIGH: it was dropped
+    # HIGH because MODIFY states no (real) observed issue, not through the dropped desired action
+    assert framed["risk_level"] == "HIGH"
+    assert framed["risk_reason"] == "MODIFY without an observed issue: nothing says what is wrong now"
     assert framed["phase"] == "EXPLORATION"
     log = inv.decision_log(start.session_id)
     assert [r.step for r in log] == ["start_session", "set_query_frame"]
     assert {r["slot"] for r in log[1].detail["rejected"]} == set(rejected)
+
+    # The rest of the walk: enough exploration for HIGH risk, but no issue was stated, so SEMANTIC; the
+    # issue becomes a hypothesis, confirmed by a tool, then READY. The rejected slots never come back.
+    found = inv.submit_understanding(
+        start.session_id, symbols=["LoginService", "PasswordValidator", "AuthController", "UserValidator",
+                                   "LoginError"],
+        entry_points=["LoginService.authenticate()", "login_route"], patterns=["Service + Validator", "DI"],
+        files=["auth/login_service.py", "auth/validators.py", "auth/controller.py", "api/routes.py"]).to_dict()
+    assert found["phase"] == "SEMANTIC" and found["blocking_slots"] == ["observed_issue"]
+    assert "LoginService" in found["mapped_symbols"]["target_feature"]
+    assert "PasswordValidator" not in found["mapped_symbols"]["target_feature"]
+    assert set(found["mapped_symbols"]) == {"target_feature"}
+    inv.submit_hypotheses(start.session_id, [{"slot": "observed_issue", "value": "empty passwords pass validation",
+                                              "symbols": ["PasswordValidator.validate"]}])
+    ready = inv.verify_hypothesis(start.session_id, "observed_issue", [
+        {"tool": "find_definitions", "args": {"name": "PasswordValidator.validate"}}]).to_dict()
+    assert ready["verified"] and ready["phase"] == "READY"
+    session = inv.get_session(start.session_id)
+    assert session.query_frame is not None and session.query_frame["desired_action"] is None
+    assert [c.label() for c in session.history] == ["START→FRAME", "FRAME→EXPLORATION", "EXPLORATION→SEMANTIC",
+                                                    "SEMANTIC→VERIFICATION", "VERIFICATION→READY"]
+
+
+@pytest.mark.parametrize(("intent", "filled", "risk"), [
+    ("INVESTIGATE", ["desired_action"], "HIGH"),  # an action nobody said is needed, whatever the intent
+    ("MODIFY", ["trigger_condition", "observed_issue"], "HIGH"),  # seed code: MODIFY without a target
+    ("MODIFY", ["target_feature", "desired_action"], "HIGH"),  # seed table: action with no issue
+    ("MODIFY", ["target_feature"], "HIGH"),  # seed table: MODIFY + issue unknown
+    ("MODIFY", ["target_feature", "trigger_condition", "observed_issue"], "MEDIUM"),  # seed example
+    ("IMPLEMENT", [], "HIGH"),
+    ("IMPLEMENT", ["target_feature"], "MEDIUM"),
+    ("INVESTIGATE", ["target_feature"], "LOW"),
+    ("QUESTION", [], "LOW"),
+    ("MODIFY", ["target_feature", "trigger_condition", "observed_issue", "desired_action"], "LOW"),
+])
+def test_risk_rules_and_requirements_follow_seed_002(intent: str, filled: list[str], risk: str) -> None:
+    frame = QueryFrame("q", **{slot: Slot("v", "q") for slot in filled})
+    assert assess_risk(frame, Intent(intent))[0] == RiskLevel(risk)
+    table = {"HIGH": (5, 2, 4, 2), "MEDIUM": (3, 1, 2, 1), "LOW": (1, 0, 1, 0)}
+    r = REQUIREMENTS[RiskLevel(risk)]
+    assert (r.symbols, r.entry_points, r.files, r.patterns) == table[risk]
 
 
 def test_high_risk_cannot_be_ready_without_symbols_and_files(inv: Investigator) -> None:
@@ -251,6 +307,26 @@ def test_japanese_request_maps_to_login_service(inv: Investigator) -> None:
     assert ready["mapped_symbols"]["trigger_condition"] == ["PasswordValidator"]
 
 
+@pytest.mark.parametrize(("query", "feature"), [
+    ("로그인 기능에서 비밀번호가 비어 있을 때 오류가 안 나요", "로그인 기능"),
+    ("The sign in feature shows no error when the password is empty", "sign in feature"),
+])
+def test_korean_and_english_requests_map_to_login_service(inv: Investigator, query: str, feature: str) -> None:
+    s = inv.start_session(query, "MODIFY")
+    framed = inv.set_query_frame(s.session_id, {"target_feature": _slot(feature)}).to_dict()
+    assert framed["query_frame"]["target_feature"]["quote"] == feature
+    found = inv.query(feature, session=s.session_id, limit=5).to_dict()
+    assert all(is_related(feature, r["qualname"]) for r in found["results"][:3]), found["results"][:3]
+    assert "LoginService" in [r["qualname"] for r in found["results"]]
+    done = inv.submit_understanding(
+        s.session_id, symbols=["LoginService", "AuthController", "PasswordValidator", "UserValidator", "LoginError"],
+        entry_points=["LoginService.authenticate()", "login_route"], patterns=["Service + Validator", "DI"],
+        files=["auth/login_service.py", "auth/validators.py", "auth/controller.py", "api/routes.py"]).to_dict()
+    assert "LoginService" in done["mapped_symbols"]["target_feature"]
+    assert "PasswordValidator" not in done["mapped_symbols"]["target_feature"]
+    assert done["phase"] == "SEMANTIC" and done["blocking_slots"] == ["observed_issue"]  # no issue was framed
+
+
 def test_sessions_and_the_decision_log_survive_a_restart(repo: Path, db_url: str, embedder: CachedEmbedder,
                                                          tmp_path: Path) -> None:
     store = open_store(db_url)
@@ -282,6 +358,40 @@ def test_sessions_and_the_decision_log_survive_a_restart(repo: Path, db_url: str
     store.close()
 
 
+class CountingEmbedder:
+    """The test embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner: CachedEmbedder) -> None:
+        self.inner, self.model_id, self.dimension, self.texts = inner, inner.model_id, inner.dimension, 0
+
+    def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
+        self.texts += len(texts)
+        return self.inner.embed(texts, side)
+
+
+def test_the_query_index_is_kept_across_processes(repo: Path, db_url: str, embedder: CachedEmbedder,
+                                                  tmp_path: Path) -> None:
+    cache = tmp_path / "code-cache"
+    store = open_store(db_url)
+    counting = CountingEmbedder(embedder)
+    first = Investigator(store, Workspace([repo]), embedder=counting, code_cache=cache)
+    indexed = first.query("password validation").to_dict()["indexed_symbols"]
+    assert counting.texts >= indexed > 10
+    first.close()
+
+    (repo / "auth" / "tokens.py").write_text('def issue_token(user):\n    """Issue a session token."""\n', "utf-8")
+    (repo / "billing" / "payment.py").unlink()
+    counting = CountingEmbedder(embedder)
+    second = Investigator(store, Workspace([repo]), embedder=counting, code_cache=cache)  # a new process
+    found = second.query("issue a session token").to_dict()
+    assert counting.texts <= 2  # the new symbol and the query: nothing else was embedded again
+    assert found["indexed_symbols"] == indexed + 1 - 2  # issue_token in, PaymentGateway and charge out
+    assert found["results"][0]["qualname"] == "issue_token"
+    assert "PaymentGateway" not in [r["qualname"] for r in second.query("charge a card", limit=50).results]
+    second.close()
+    store.close()
+
+
 @pytest.mark.parametrize(("phrase", "symbol", "related"), [
     ("ログイン機能", "LoginService", True),
     ("로그인", "auth.LoginService.authenticate()", True),
@@ -292,6 +402,13 @@ def test_sessions_and_the_decision_log_survive_a_restart(repo: Path, db_url: str
     ("ログイン機能", "Logger", False),
     ("ログイン機能", "PaymentGateway", False),
     ("password", "PaymentGateway", False),
+    ("로그인 기능", "LoginService", True),
+    ("認証", "AuthController", True),
+    ("sign in", "LoginService", True),
+    ("비밀번호가 비어", "validate_password", True),
+    ("ユーザー", "UserValidator", True),
+    ("로그인", "Logger", False),
+    ("결제", "LoginService", False),
 ])
 def test_nl_to_symbol_consistency(phrase: str, symbol: str, related: bool) -> None:
     assert is_related(phrase, symbol) is related

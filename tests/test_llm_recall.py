@@ -328,3 +328,4 @@ def test_eval_recall_takes_llm_flags(tmp_path: Path, server: FakeLLMServer, caps
     assert llm["fallbacks"] == 0 and set(llm["latency_ms"]) == {"p50", "p95"} and llm["latency_ms"]["p95"] > 0
     assert out["config"]["llm"]["model"] == "fake-model" and out["baselines"]["bm25"]["questions"] == 2
     assert {r["step"] for r in server.requests} == {"expand", "rerank"}
+    assert llm["by_step"]["expand"] == {"calls": 2, "tokens_in": 100, "tokens_out": 40, "fallbacks": 0, "skipped": 0}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from memroute.cli.common import add_common, emit_json, settings_from
 from memroute.errors import InputError
 from memroute.investigate import TOOLS, Investigator, StepResult, Workspace
+from memroute.investigate.decisions import to_jsonl
+from memroute.llm import assistant_from_settings
 from memroute.stores import open_store
 
 
@@ -31,7 +34,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
 
     s = _step(steps, "frame", "give the query frame: slots with their exact quotes (JSON)")
     s.add_argument("session")
-    s.add_argument("slots", help='JSON or @file: {"target_feature": {"value": ..., "quote": ...}, ...}')
+    s.add_argument("slots", nargs="?", help='JSON or @file: {"target_feature": {"value": ..., "quote": ...}, ...}; '
+                   "left out: the configured LLM (MEMROUTE_LLM_*, with the 'slots' step) extracts them")
 
     s = _step(steps, "submit", "submit what exploration found; READY, SEMANTIC or still EXPLORATION")
     s.add_argument("session")
@@ -55,6 +59,11 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
 
     s = _step(steps, "log", "the decision log as JSON Lines")
     s.add_argument("--session", help="only this session")
+    s.add_argument("--step", help="only this step (start_session, set_query_frame, tool, submit_understanding, ...)")
+    s.add_argument("--phase", choices=["FRAME", "EXPLORATION", "SEMANTIC", "VERIFICATION", "READY"],
+                   help="only records whose step ended in this phase")
+    s.add_argument("--risk-level", choices=["HIGH", "MEDIUM", "LOW"], help="only records at this risk level")
+    s.add_argument("--since", help="only records from this time on (ISO 8601)")
     s.add_argument("--out", help="write to this file instead of standard output")
 
     s = _step(steps, "code", "run a code-intelligence tool on the repository")
@@ -74,17 +83,24 @@ def _step(steps: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     add_common(parser)
     parser.add_argument("--repo", action="append", default=[], metavar="PATH",
                         help="repository root the code tools may read (repeatable; default: the current folder)")
+    parser.add_argument("--code-cache", metavar="DIR", default=_default_cache(),
+                        help="where `query` keeps each repository's symbol index between commands, so that only "
+                        "changed files are embedded again (default: %(default)s)")
+    parser.add_argument("--no-code-cache", action="store_true", help="index in memory, keep nothing")
     parser.set_defaults(handler=_run)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    llm = assistant_from_settings(settings) if args.subcommand == "frame" and args.slots is None else None
     inv = Investigator(open_store(settings.store, settings.busy_timeout_ms), Workspace(args.repo or ["."]),
-                       embedder=settings.embedder, owner=settings.owner)
+                       embedder=settings.embedder, owner=settings.owner, llm=llm,
+                       code_cache=None if args.no_code_cache else args.code_cache)
     try:
         out = _dispatch(inv, args)
     finally:
+        inv.close()
         inv.store.close()
     if args.json or not isinstance(out, StepResult):
         if out is not None:
@@ -99,7 +115,7 @@ def _dispatch(inv: Investigator, args: argparse.Namespace) -> Any:
     if cmd == "start":
         return inv.start_session(args.query, args.intent)
     if cmd == "frame":
-        return inv.set_query_frame(args.session, _json(args.slots, "slots"))
+        return inv.set_query_frame(args.session, None if args.slots is None else _json(args.slots, "slots"))
     if cmd == "submit":
         evidence = _json(args.evidence, "evidence") if args.evidence else []
         return inv.submit_understanding(args.session, symbols=args.symbol, entry_points=args.entry_point,
@@ -114,7 +130,8 @@ def _dispatch(inv: Investigator, args: argparse.Namespace) -> Any:
         session = inv.get_session(args.session)
         return {**session.to_dict(), "ready_blockers": session.ready_blockers()}
     if cmd == "log":
-        text = inv.export_decision_log(args.session)
+        text = to_jsonl(inv.decision_log(args.session, step=args.step, phase=args.phase,
+                                         risk_level=args.risk_level, since=args.since))
         if args.out:
             Path(args.out).write_text(text, "utf-8")
             print(f"wrote {text.count(chr(10))} records to {args.out}", file=sys.stderr)
@@ -139,6 +156,13 @@ def _code(inv: Investigator, args: argparse.Namespace) -> dict[str, Any]:
     if params[key] is None and key != "path":
         raise InputError(f"{args.tool} needs a {key}: memroute investigate code {args.tool} {key.upper()}")
     return inv.tool(args.tool, params, session=args.session).to_dict()
+
+
+def _default_cache() -> str:
+    """``$XDG_CACHE_HOME/memroute/code`` (``~/.cache/memroute/code``): each command is a new process, and
+    embedding a large repository's symbols takes tens of seconds."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "memroute" / "code")
 
 
 def _json(value: str, what: str) -> Any:

@@ -7,6 +7,11 @@ indexed for BM25; its embedding is taken from the words and the docstring, so th
 or Korean (「ログイン機能」) finds ``LoginService`` by meaning. :meth:`memroute.Memory.search` fuses the two
 lists by Reciprocal Rank Fusion. The query's concepts add their English words to the keyword side
 (:func:`~memroute.investigate.consistency.expansion_terms`). Files are re-indexed when they change.
+
+Embedding the symbols is nearly all of the first call's cost (tens of seconds for 100k lines). With
+``cache_dir``, each repository's index is a SQLite file there instead, with the size and modification
+time of every file it holds, so that a new process (each ``memroute investigate code query``) re-embeds
+only the files that changed since.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memroute.embed import Embedder, get_embedder
-from memroute.errors import InputError
+from memroute.errors import ConfigError, InputError, StoreError
 from memroute.investigate.codeindex import CodeIndex, FileEntry, ToolResult, timed_result
 from memroute.investigate.consistency import expansion_terms, split_identifier
 from memroute.investigate.symbols import Symbol
@@ -27,6 +32,7 @@ from memroute.memory import Memory
 from memroute.stores import open_store
 
 _OWNER = "code"
+_STATE = "investigate.code_index"
 MAX_QUERY_CHARS = 2000
 
 
@@ -35,16 +41,26 @@ class _Repo:
     memory: Memory
     files: dict[str, tuple[int, int, list[str]]] = field(default_factory=dict)
     """rel path -> (mtime_ns, size, memory ids)."""
+    persistent: bool = False
 
 
 class SymbolSearch:
-    """The ``query`` tool: one in-memory index per repository root, kept in step with the files."""
+    """The ``query`` tool: one index per repository root, kept in step with the files; in memory, or in
+    ``cache_dir`` (kept across processes)."""
 
-    def __init__(self, index: CodeIndex, embedder: Embedder | str = "use-m3") -> None:
+    def __init__(self, index: CodeIndex, embedder: Embedder | str = "use-m3",
+                 cache_dir: str | Path | None = None) -> None:
         self.index = index
         self._embedder = embedder
+        self.cache_dir = Path(cache_dir).expanduser().absolute() if cache_dir else None
         self._repos: dict[Path, _Repo] = {}
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            for state in self._repos.values():
+                state.memory.close()
+            self._repos.clear()
 
     def query(self, text: str, *, repo: str | None = None, path: str | None = None, kind: str | None = None,
               limit: int = 10) -> ToolResult:
@@ -76,25 +92,50 @@ class SymbolSearch:
         return timed_result("query", root, {"query": text, "path": path, "kind": kind}, rows, limit, start,
                             scan.skipped, (), {"indexed_symbols": indexed})
 
+    def _open(self, root: Path) -> _Repo:
+        if isinstance(self._embedder, str):  # loaded on the first query: the other tools do not need it
+            self._embedder = get_embedder(self._embedder)
+        if self.cache_dir is None:
+            return _Repo(Memory(open_store("sqlite://:memory:"), self._embedder, owner=_OWNER))
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the code index cache {self.cache_dir}: {exc.strerror or exc}; "
+                              "give another folder") from None
+        # One file per repository and embedding model: vectors of another model cannot be mixed in.
+        key = hashlib.sha1(f"{root}\0{self._embedder.model_id}".encode()).hexdigest()[:16]
+        path = self.cache_dir / f"code-{key}.db"
+        try:
+            memory = Memory(open_store(f"sqlite:///{path}"), self._embedder, owner=_OWNER)
+        except StoreError as exc:
+            raise StoreError(f"the code index cache {path} cannot be used ({exc}): delete it (it is rebuilt), or "
+                             "give another cache folder") from exc
+        saved = memory.store.get_state(_STATE, "files", _OWNER) or {}
+        files = {}
+        if saved.get("root") == str(root):
+            files = {rel: (int(v[0]), int(v[1]), [str(i) for i in v[2]]) for rel, v in saved["files"].items()}
+        return _Repo(memory, files, persistent=True)
+
     def _sync(self, root: Path, files: tuple[FileEntry, ...]) -> _Repo:
         state = self._repos.get(root)
         if state is None:
-            if isinstance(self._embedder, str):  # loaded on the first query: the other tools do not need it
-                self._embedder = get_embedder(self._embedder)
-            state = _Repo(Memory(open_store("sqlite://:memory:"), self._embedder, owner=_OWNER))
+            state = self._open(root)
             self._repos[root] = state
         current = {e.rel: e for e in files}
         stale: list[str] = []
         items: list[dict[str, Any]] = []
+        changed = 0
         for rel in list(state.files):
             mtime, size, ids = state.files[rel]
             entry = current.get(rel)
             if entry is None or (entry.source.mtime_ns, entry.source.size) != (mtime, size):
                 stale.extend(ids)
                 del state.files[rel]
+                changed += 1
         for rel, entry in current.items():
             if rel in state.files:
                 continue
+            changed += 1
             ids = []
             for sym in entry.parsed.symbols:
                 item = _item(sym)
@@ -105,7 +146,14 @@ class SymbolSearch:
             state.memory.forget(stale)
         if items:
             state.memory.remember_many(items)
+        if state.persistent and changed:
+            state.memory.store.put_state(_STATE, "files", {
+                "root": str(root), "model": self._embedder_id(),
+                "files": {rel: [m, size, ids] for rel, (m, size, ids) in state.files.items()}}, _OWNER)
         return state
+
+    def _embedder_id(self) -> str:
+        return self._embedder if isinstance(self._embedder, str) else self._embedder.model_id
 
 
 def _item(sym: Symbol) -> dict[str, Any]:

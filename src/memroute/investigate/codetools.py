@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import re
+import re._parser as sre  # type: ignore[import-not-found]  # a pattern's syntax tree (no stubs), to refuse catastrophic backtracking
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,6 +34,26 @@ def _name(value: str) -> str:
         raise InputError(f"{value[:80]!r} is not a symbol name: letters, digits and _ joined by dots "
                          "(LoginService.authenticate); to search any text use search_text")
     return name
+
+
+def _nested_repeat(items: Any, inside: bool = False) -> bool:
+    """Whether a parsed pattern repeats, without bound, something that itself repeats without bound
+    (``(\\w+\\s?)+:``): on a long line that almost matches, such a pattern backtracks for an exponential
+    time, and Python's ``re`` cannot be interrupted. Atomic groups and possessive repeats do not backtrack."""
+    for op, av in items:
+        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
+            unbounded = av[1] == sre.MAXREPEAT
+            if unbounded and inside:
+                return True
+            if _nested_repeat(av[2], inside or unbounded):
+                return True
+            continue
+        safe = op in (sre.ATOMIC_GROUP, sre.POSSESSIVE_REPEAT)
+        for part in av if isinstance(av, tuple | list) else (av,):
+            parts = part if isinstance(part, list) else [part]
+            if any(isinstance(sub, sre.SubPattern) and _nested_repeat(sub, inside and not safe) for sub in parts):
+                return True
+    return False
 
 
 def _limit(limit: int) -> int:
@@ -118,6 +139,9 @@ def search_text(index: CodeIndex, pattern: str, *, repo: str | None = None, path
     except re.error as exc:
         raise InputError(f"not a valid regular expression: {exc} (pass regex=false to search the text as is)") \
             from None
+    if regex and _nested_repeat(sre.parse(pattern, flags)):
+        raise InputError(f"{pattern[:80]!r} repeats a repetition (like (a+)+), which can take exponential time on "
+                         "a long line: repeat it once (a+), or make the inner part atomic ((?>a+)+) or possessive")
     # A whole-file search first skips the files without a match (most of them) at C speed; `^` and `$` keep
     # their per-line meaning under MULTILINE. \A, \Z and lookbehinds could differ between the two: no skip.
     whole = None if regex and re.search(r"\\[AZ]|\(\?<[=!]", pattern) else re.compile(compiled.pattern,

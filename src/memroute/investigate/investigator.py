@@ -25,13 +25,21 @@ from memroute.analysis.frame import SLOTS
 from memroute.embed import Embedder
 from memroute.errors import InputError, NotFoundError
 from memroute.investigate import codetools
+from memroute.investigate.checks import (
+    WHAT_NEXT,
+    expect_phase,
+    intent_of,
+    move,
+    parse_hypotheses,
+    strings,
+    supports,
+)
 from memroute.investigate.codeindex import CodeIndex, ToolResult
 from memroute.investigate.codesearch import SymbolSearch
 from memroute.investigate.consistency import is_related, related_symbols
 from memroute.investigate.decisions import DecisionLog, DecisionRecord, to_jsonl
 from memroute.investigate.risk import REQUIREMENTS, assess_risk, guidance
 from memroute.investigate.session import (
-    Hypothesis,
     InvestigationSession,
     Phase,
     PhaseChange,
@@ -40,40 +48,37 @@ from memroute.investigate.session import (
     Understanding,
 )
 from memroute.investigate.workspace import Workspace
+from memroute.llm.frame import query_frame
 from memroute.llm.prompts import slots_prompt
+from memroute.llm.steps import LlmAssistant
 from memroute.stores import Store
 from memroute.types import new_id, utcnow
 
 SESSIONS = "investigate.sessions"
 TOOLS = ("find_definitions", "find_references", "search_text", "get_symbols", "analyze_structure", "query")
 MAX_QUERY_CHARS = 10_000
-MAX_ITEMS = 200
 _UNMET_TOOLS = {"symbols": ["find_definitions", "get_symbols", "query"],
                 "entry_points": ["find_references", "analyze_structure"],
                 "files": ["analyze_structure", "search_text"], "patterns": ["analyze_structure", "query"]}
-_WHAT_NEXT = {
-    Phase.FRAME: "extract the slots with extraction_prompt and call set_query_frame",
-    Phase.EXPLORATION: "explore with the code tools (pass the session id), then call submit_understanding",
-    Phase.SEMANTIC: "state the blocking slots as hypotheses (slot, value, symbols, files) with submit_hypotheses; "
-                    "`query` finds candidate symbols by meaning",
-    Phase.VERIFICATION: "confirm each hypothesis with verify_hypothesis and tool evidence "
-                        "(e.g. {\"tool\": \"find_definitions\", \"args\": {\"name\": \"LoginService\"}})",
-    Phase.READY: "the session is READY: make the change, guided by the confirmed symbols and files",
-}
 
 
 class Investigator:
     """Investigation sessions over ``store``; code tools over ``workspace`` (``None``: no code tools, and
     submitted symbols and files are taken as stated). ``embedder`` (or its name, loaded on the first
-    ``query``) embeds symbols for ``query``. ``owner`` is the default owner of calls."""
+    ``query``) embeds symbols for ``query``. ``owner`` is the default owner of calls. ``llm`` (optional, its
+    policy's steps including ``slots``) lets :meth:`set_query_frame` extract the slots itself when the caller
+    gives none (seed 002's ``QueryDecomposer``); the server still validates every quote. ``code_cache`` (a
+    folder) keeps ``query``'s symbol index of each repository across processes."""
 
     def __init__(self, store: Store, workspace: Workspace | None = None, *, embedder: Embedder | str = "use-m3",
-                 owner: str = "default") -> None:
+                 owner: str = "default", llm: LlmAssistant | None = None,
+                 code_cache: str | Path | None = None) -> None:
         self.store = store
         self.workspace = workspace
         self.owner = owner
+        self.llm = llm
         self.index = CodeIndex(workspace) if workspace is not None else None
-        self.search = SymbolSearch(self.index, embedder) if self.index is not None else None
+        self.search = SymbolSearch(self.index, embedder, code_cache) if self.index is not None else None
         self.log = DecisionLog(store)
         # Steps on one session run one at a time (striped locks: bounded, whatever the number of sessions).
         self._locks = tuple(threading.Lock() for _ in range(64))
@@ -90,7 +95,7 @@ class Investigator:
             raise InputError(f"query has {len(query):,} characters; at most {MAX_QUERY_CHARS:,}")
         analysis = analyze(query)
         rule_intent = analysis.intent
-        chosen = rule_intent if intent is None or intent == "" else _intent(intent)
+        chosen = rule_intent if intent is None or intent == "" else intent_of(intent)
         category = analysis.question_category
         root = None
         if self.workspace is not None:
@@ -109,17 +114,29 @@ class Investigator:
         session = self._save(self._record(session, "start_session", transitions=["START→FRAME"],
                                           reason=f"intent {chosen.value} ({session.intent_source})"))
         return StepResult(session_id=session.id, step="start_session", phase=session.phase,
-                          next_step=_WHAT_NEXT[Phase.FRAME],
+                          next_step=WHAT_NEXT[Phase.FRAME],
                           detail={"intent": chosen.value, "intent_source": session.intent_source,
                                   "rule_intent": rule_intent.value, "category": session.category,
                                   "category_confidence": session.category_confidence, "language": session.language,
                                   "repo": root, "extraction_prompt": prompt})
 
-    def set_query_frame(self, session_id: str, slots: Mapping[str, Any], *, owner: str | None = None) -> StepResult:
+    def set_query_frame(self, session_id: str, slots: Mapping[str, Any] | None = None, *,
+                        owner: str | None = None) -> StepResult:
         """Validate the extracted slots against the query (a quote not in the query is rejected), then
-        assess the risk and return the exploration requirements and the guidance for missing slots."""
+        assess the risk and return the exploration requirements and the guidance for missing slots.
+
+        ``slots=None`` asks the configured LLM to extract them (step ``slots``). If its call fails or its
+        answer breaks the contract (a quote not in the query, ...), the frame is empty, so every slot is
+        missing and guided: the decision log records the fallback and why."""
+        llm_record: dict[str, Any] | None = None
+        fallback: str | None = None
+        if slots is None:
+            # Outside the session's lock: a slow endpoint must not hold up other sessions' steps.
+            current = self._load(session_id, owner or self.owner)
+            expect_phase(current, "set_query_frame", Phase.FRAME, Phase.EXPLORATION)
+            slots, llm_record, fallback = self._extract(current.query)
         with self._session(session_id, owner) as (s, save):
-            _expect(s, "set_query_frame", Phase.FRAME, Phase.EXPLORATION)
+            expect_phase(s, "set_query_frame", Phase.FRAME, Phase.EXPLORATION)
             if not isinstance(slots, Mapping):
                 raise InputError("slots must be an object: {slot: {\"value\": ..., \"quote\": ...}} with slots "
                                  f"{', '.join(SLOTS)}")
@@ -145,15 +162,31 @@ class Investigator:
                 "slot_source": {n: SlotSource.UNRESOLVED for n in SLOTS}})
             transitions = []
             if s.phase == Phase.FRAME:
-                s = _move(s, Phase.EXPLORATION, "set_query_frame", why)
+                s = move(s, Phase.EXPLORATION, "set_query_frame", why)
                 transitions.append("FRAME→EXPLORATION")
+            extra = {} if llm_record is None else {"slots_from": "llm", "llm": llm_record}
             s = save(self._record(s, "set_query_frame", transitions=transitions, reason=why,
-                                  detail={"rejected": rejected}))
-            return StepResult(session_id=s.id, step="set_query_frame", phase=s.phase, next_step=_WHAT_NEXT[s.phase],
+                                  detail={"rejected": rejected, **extra}, fallback=fallback))
+            return StepResult(session_id=s.id, step="set_query_frame", phase=s.phase, next_step=WHAT_NEXT[s.phase],
                               detail={"query_frame": s.query_frame, "rejected": rejected,
                                       "missing_slots": s.missing_slots, "risk_level": risk.value, "risk_reason": why,
                                       "requirements": requirements, "guidance": hints,
-                                      "recommended_tools": tools})
+                                      "recommended_tools": tools, **extra})
+
+    def _extract(self, query: str) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+        """The LLM's slots for ``query`` (validated), its trace record, and the fallback reason if it failed."""
+        if self.llm is None or not self.llm.policy.enabled("slots"):
+            why = ("no LLM is configured" if self.llm is None
+                   else "the LLM policy's steps do not include 'slots' (MEMROUTE_LLM_STEPS)")
+            raise InputError(f"no slots given and {why}: extract them with extraction_prompt and pass them, or "
+                             "configure an LLM with the 'slots' step so the server extracts them")
+        outcome = query_frame(self.llm, query)
+        frame = outcome.value.frame
+        slots = {name: {"value": slot.value, "quote": slot.quote}
+                 for name in SLOTS if (slot := getattr(frame, name)) is not None}
+        record = outcome.record(**outcome.value.to_dict()) if outcome.used_llm else outcome.record()
+        fallback = None if outcome.fallback is None else f"LLM slot extraction: {outcome.fallback} ({outcome.detail})"
+        return slots, record, fallback
 
     def submit_understanding(self, session_id: str, *, symbols: Sequence[str] = (), entry_points: Sequence[str] = (),
                              patterns: Sequence[str] = (), files: Sequence[str] = (),
@@ -162,11 +195,11 @@ class Investigator:
         entry points and files the repository has count) and against the query (NL→symbol consistency),
         then move to READY, or to SEMANTIC when the target is unknown or matches none of the symbols."""
         with self._session(session_id, owner) as (s, save):
-            _expect(s, "submit_understanding", Phase.EXPLORATION)
-            given = {"symbols": _strings(symbols, "symbols"), "entry_points": _strings(entry_points, "entry_points"),
-                     "files": _strings(files, "files")}
+            expect_phase(s, "submit_understanding", Phase.EXPLORATION)
+            given = {"symbols": strings(symbols, "symbols"), "entry_points": strings(entry_points, "entry_points"),
+                     "files": strings(files, "files")}
             confirmed, unconfirmed, notes = self._ground(s, given)
-            confirmed["patterns"] = _strings(patterns, "patterns")
+            confirmed["patterns"] = strings(patterns, "patterns")
             runs = self._evidence(s, evidence)
             requirements = s.requirements or {}
             counts = {k: len(confirmed[k]) for k in requirements}
@@ -200,12 +233,12 @@ class Investigator:
                                      else "the target feature is unknown")
                 if "observed_issue" in blocking:
                     reason = fallback = f"{reason}; MODIFY without an observed issue"
-                s = _move(s.model_copy(update={"blocking_slots": blocking}), Phase.SEMANTIC, "submit_understanding",
+                s = move(s.model_copy(update={"blocking_slots": blocking}), Phase.SEMANTIC, "submit_understanding",
                           reason)
                 transitions.append("EXPLORATION→SEMANTIC")
             else:
                 confidence, tools, reason = "high", [], "requirements met and the target feature maps to symbols"
-                s = _move(s, Phase.READY, "submit_understanding", reason)
+                s = move(s, Phase.READY, "submit_understanding", reason)
                 transitions.append("EXPLORATION→READY")
             detail = {"confidence": confidence, "reason": reason, "requirements": requirements,
                       "confirmed_counts": counts, "unmet": unmet, "unconfirmed": unconfirmed,
@@ -216,15 +249,15 @@ class Investigator:
             s = save(self._record(s, "submit_understanding", transitions=transitions, reason=reason, detail=detail,
                                   tools=[r for rs in runs.values() for r in rs], fallback=fallback))
             return StepResult(session_id=s.id, step="submit_understanding", phase=s.phase,
-                              next_step=_WHAT_NEXT[s.phase], detail=detail)
+                              next_step=WHAT_NEXT[s.phase], detail=detail)
 
     def submit_hypotheses(self, session_id: str, hypotheses: Sequence[Mapping[str, Any]], *,
                           owner: str | None = None) -> StepResult:
         """State the blocking slots (and any others) as HYPOTHESIS: a value and the symbols or files that
         are believed to implement it. The session moves to VERIFICATION."""
         with self._session(session_id, owner) as (s, save):
-            _expect(s, "submit_hypotheses", Phase.SEMANTIC, Phase.VERIFICATION)
-            parsed = _hypotheses(hypotheses)
+            expect_phase(s, "submit_hypotheses", Phase.SEMANTIC, Phase.VERIFICATION)
+            parsed = parse_hypotheses(hypotheses)
             missing = [slot for slot in s.blocking_slots if slot not in {h.slot for h in parsed}]
             if missing:
                 raise InputError(f"hypotheses must cover the blocking slot(s) {', '.join(missing)}")
@@ -233,11 +266,11 @@ class Investigator:
             s = s.model_copy(update={"hypotheses": kept + parsed, "slot_source": sources})
             transitions = []
             if s.phase == Phase.SEMANTIC:
-                s = _move(s, Phase.VERIFICATION, "submit_hypotheses", "hypotheses stated")
+                s = move(s, Phase.VERIFICATION, "submit_hypotheses", "hypotheses stated")
                 transitions.append("SEMANTIC→VERIFICATION")
             s = save(self._record(s, "submit_hypotheses", transitions=transitions, reason="hypotheses stated",
                                   detail={"hypotheses": [h.to_dict() for h in parsed]}))
-            return StepResult(session_id=s.id, step="submit_hypotheses", phase=s.phase, next_step=_WHAT_NEXT[s.phase],
+            return StepResult(session_id=s.id, step="submit_hypotheses", phase=s.phase, next_step=WHAT_NEXT[s.phase],
                               detail={"hypotheses": [h.to_dict() for h in s.hypotheses],
                                       "ready_blockers": s.ready_blockers()})
 
@@ -247,7 +280,7 @@ class Investigator:
         result finds one of its symbols or files, and, for the target feature, its value names one of its
         symbols. When no HYPOTHESIS is left, the session is READY."""
         with self._session(session_id, owner) as (s, save):
-            _expect(s, "verify_hypothesis", Phase.VERIFICATION)
+            expect_phase(s, "verify_hypothesis", Phase.VERIFICATION)
             index = next((i for i, h in enumerate(s.hypotheses) if h.slot == slot and not h.verified), None)
             if index is None:
                 states = ", ".join(f"{h.slot} ({'verified' if h.verified else 'HYPOTHESIS'})" for h in s.hypotheses)
@@ -256,7 +289,7 @@ class Investigator:
                 raise InputError("verify_hypothesis needs evidence: at least one {\"tool\": ..., \"args\": {...}}")
             h = s.hypotheses[index]
             runs = self._evidence(s, [{**dict(e), "slot": slot} for e in evidence])[slot]
-            supporting = [r for r in runs if _supports(h, r)]
+            supporting = [r for r in runs if supports(h, r)]
             reasons = []
             if not supporting:
                 reasons.append("no tool result found any of the hypothesis's symbols or files")
@@ -272,15 +305,20 @@ class Investigator:
                                          "mapped_symbols": {**s.mapped_symbols, slot: h.symbols},
                                          "slot_evidence": {**s.slot_evidence, slot: h.evidence}})
                 if not s.ready_blockers():
-                    s = _move(s, Phase.READY, "verify_hypothesis", "every hypothesis is confirmed")
+                    s = move(s, Phase.READY, "verify_hypothesis", "every hypothesis is confirmed")
                     transitions.append("VERIFICATION→READY")
             reason = "confirmed by " + ", ".join(r.tool for r in supporting) if verified else "; ".join(reasons)
             detail = {"slot": slot, "verified": verified, "reason": reason,
                       "evidence": [r.summary() for r in runs], "ready_blockers": s.ready_blockers()}
             s = save(self._record(s, "verify_hypothesis", transitions=transitions, reason=reason, detail=detail,
                                   tools=runs))
-            return StepResult(session_id=s.id, step="verify_hypothesis", phase=s.phase, next_step=_WHAT_NEXT[s.phase],
+            return StepResult(session_id=s.id, step="verify_hypothesis", phase=s.phase, next_step=WHAT_NEXT[s.phase],
                               detail=detail)
+
+    def close(self) -> None:
+        """Close the symbol indexes of ``query`` (the store is the caller's)."""
+        if self.search is not None:
+            self.search.close()
 
     def get_session(self, session_id: str, *, owner: str | None = None) -> InvestigationSession:
         return self._load(session_id, owner or self.owner)
@@ -451,69 +489,3 @@ class _Step:
 
     def __exit__(self, *exc: object) -> None:
         self.lock.release()
-
-
-def _intent(value: Intent | str) -> Intent:
-    try:
-        return Intent(str(value).strip().upper())
-    except ValueError:
-        raise InputError(f"unknown intent {value!r}; use one of {', '.join(i.value for i in Intent)} "
-                         "(or leave it out to classify the query)") from None
-
-
-def _expect(s: InvestigationSession, step: str, *phases: Phase) -> None:
-    if s.phase not in phases:
-        raise InputError(f"{step} is not possible in phase {s.phase.value} (it needs "
-                         f"{' or '.join(p.value for p in phases)}): {_WHAT_NEXT[s.phase]}")
-
-
-def _move(s: InvestigationSession, target: Phase, step: str, reason: str) -> InvestigationSession:
-    change = PhaseChange(source=s.phase, target=target, step=step, at=utcnow(), reason=reason)
-    return s.model_copy(update={"phase": target, "history": [*s.history, change]})
-
-
-def _strings(values: Sequence[str], what: str) -> list[str]:
-    if isinstance(values, str) or not isinstance(values, Sequence):
-        raise InputError(f"{what} must be a list of strings")
-    if len(values) > MAX_ITEMS:
-        raise InputError(f"{what} has {len(values)} items; at most {MAX_ITEMS}")
-    out: list[str] = []
-    for v in values:
-        if not isinstance(v, str) or not v.strip() or len(v) > 500:
-            raise InputError(f"every item of {what} must be a non-empty string of at most 500 characters")
-        if v.strip() not in out:
-            out.append(v.strip())
-    return out
-
-
-def _hypotheses(values: Sequence[Mapping[str, Any]]) -> list[Hypothesis]:
-    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
-        raise InputError("hypotheses must be a non-empty list of {\"slot\", \"value\", \"symbols\", \"files\"}")
-    out: list[Hypothesis] = []
-    for v in values:
-        if not isinstance(v, Mapping):
-            raise InputError("each hypothesis is {\"slot\", \"value\", \"symbols\": [...], \"files\": [...]}")
-        slot, value = v.get("slot"), v.get("value")
-        if slot not in SLOTS:
-            raise InputError(f"unknown slot {slot!r}; slots: {', '.join(SLOTS)}")
-        if not isinstance(value, str) or not value.strip() or len(value) > 500:
-            raise InputError(f"hypothesis for {slot}: value must be a non-empty string of at most 500 characters")
-        symbols, files = _strings(v.get("symbols") or [], "symbols"), _strings(v.get("files") or [], "files")
-        if not symbols and not files:
-            raise InputError(f"hypothesis for {slot}: name the symbols or files believed to implement it")
-        out.append(Hypothesis(slot=slot, value=value.strip(), symbols=symbols, files=files))
-    return out
-
-
-def _supports(h: Hypothesis, result: ToolResult) -> bool:
-    """A result row that finds one of the hypothesis's symbols (by name) or one of its files."""
-    names = {s.split("(", 1)[0].replace("::", ".") for s in h.symbols}
-    lasts = {n.rsplit(".", 1)[-1] for n in names}
-    files = {f.strip().removeprefix("./") for f in h.files}
-    for row in result.results:
-        name, qual = row.get("name"), str(row.get("qualname") or "")
-        if name in lasts and any(qual == n or qual.endswith("." + n) or n == name for n in names):
-            return True
-        if row.get("file") in files:
-            return True
-    return False

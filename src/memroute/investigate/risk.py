@@ -3,13 +3,14 @@
 Risk, first rule that applies:
 
 - HIGH: a desired action without an observed issue (a change nobody said is needed); MODIFY without a
-  target feature; IMPLEMENT with no slot at all.
+  target feature or without an observed issue; IMPLEMENT with no slot at all.
 - LOW: INVESTIGATE or QUESTION (nothing will be changed), or every slot is known.
 - MEDIUM: IMPLEMENT, or some slots are unknown (seed 002's example: MODIFY with the feature, trigger and
   issue but no desired action is MEDIUM).
 
 The seed's own ``assess_risk_level`` stops at HIGH / LOW; its table and example define MEDIUM, which is
-what is implemented here.
+what is implemented here. Its table also lists "MODIFY + issue unknown" as HIGH where its code checks the
+target feature: both are HIGH here (changing code when nobody said what is wrong, or where, is the risk).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def assess_risk(frame: QueryFrame, intent: Intent) -> tuple[RiskLevel, str]:
         return RiskLevel.HIGH, "a desired action is stated but no observed issue motivates it"
     if intent == Intent.MODIFY and "target_feature" not in filled:
         return RiskLevel.HIGH, "MODIFY without a target feature: what would be changed is unknown"
+    if intent == Intent.MODIFY and "observed_issue" not in filled:
+        return RiskLevel.HIGH, "MODIFY without an observed issue: nothing says what is wrong now"
     if intent == Intent.IMPLEMENT and not filled:
         return RiskLevel.HIGH, "IMPLEMENT with nothing known about what to build"
     if intent in (Intent.INVESTIGATE, Intent.QUESTION):

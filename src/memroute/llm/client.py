@@ -197,7 +197,11 @@ class OpenAICompatibleLLM:
     def _completion(self, status: int, raw: bytes, started: float, attempts: int) -> Completion:
         if status != 200:
             snippet = raw[:200].decode("utf-8", "replace")
-            raise LLMError(f"http_{status}", f"{self.base_url} answered HTTP {status}: {snippet}")
+            # 404 / 405 on POST .../chat/completions almost always means a base URL without /v1 or a
+            # server that is not OpenAI-compatible (Ollama's native /api, a web page): say so.
+            hint = (f"; is {self.base_url} an OpenAI-compatible base URL (often ending in /v1, e.g. "
+                    "http://localhost:11434/v1 for Ollama)?") if status in (404, 405) else ""
+            raise LLMError(f"http_{status}", f"{self.base_url} answered HTTP {status}: {snippet}{hint}")
         try:
             data = json.loads(raw)
             text = data["choices"][0]["message"]["content"]

@@ -4,7 +4,8 @@ Budgets are per request (calls, tokens, wall time) and per minute (calls, tokens
 shared by every request of the process). A step that would exceed a budget is not called; its rule-based
 result stands and the trace says ``budget``. Once a call of a request has failed at the transport level
 (timeout, connection, HTTP error, oversized or non-OpenAI answer), the request's later steps are not
-tried (``after_failure``): a dead endpoint costs one timeout per request, not one per step.
+tried (``after_failure``): a dead endpoint costs one timeout per request, not one per step; and after
+``unavailable_after`` such failures in a row, no request asks it for ``unavailable_s`` (``unavailable``).
 """
 
 from __future__ import annotations
@@ -42,12 +43,18 @@ class LlmPolicy:
     scores are close (see :meth:`worth_calling`)."""
     close_margin: float = 0.1
     cache_ttl_s: float = 600.0
+    unavailable_after: int = 3
+    """Consecutive transport failures (over all requests) after which the endpoint is taken as down (0:
+    never) ..."""
+    unavailable_s: float = 30.0
+    """... and not asked for this long: a dead endpoint then costs nothing instead of a timeout per request.
+    Then one call probes it again."""
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.steps) - set(STEPS))
         if unknown:
             raise ConfigError(f"unknown LLM step(s) {', '.join(unknown)}; steps are {', '.join(STEPS)}")
-        for name in ("top_n", "recall_top_n", "calls_per_request", "calls_per_minute"):
+        for name in ("top_n", "recall_top_n", "calls_per_request", "calls_per_minute", "unavailable_after"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"LlmPolicy.{name} cannot be negative")
         if self.step_timeout_s <= 0 or self.request_timeout_s <= 0:

@@ -3,7 +3,8 @@
 Every step returns a :class:`StepOutcome` whose ``value`` is usable whatever happened: the LLM's validated
 answer, or the rule-based result with ``fallback`` naming why: ``disabled`` and ``not_needed`` (the policy
 skipped the step; no call), ``budget`` and ``after_failure`` (a budget, or an earlier failed call of the
-same request, prevented the call), or what went wrong with a call: ``timeout``, ``connection``,
+same request, prevented the call; ``unavailable``: the endpoint failed ``unavailable_after`` times in a row
+and is resting), or what went wrong with a call: ``timeout``, ``connection``,
 ``http_<status>``, ``not_openai``, ``too_large``, ``contract``. Nothing an LLM says is trusted beyond its
 contract: callers check ids against their candidates and quotes against the user's text.
 
@@ -78,6 +79,10 @@ class LlmAssistant:
         self.window = MinuteWindow()
         self._cache: dict[str, tuple[float, str]] = {}
         self._lock = threading.Lock()
+        self._failures = 0
+        """Transport failures in a row, over all requests; any answer resets it."""
+        self._failed_at = 0.0
+        self._failure = ""
 
     def budget(self) -> Budget:
         """A fresh budget for one request (one recall or one route)."""
@@ -101,6 +106,9 @@ class LlmAssistant:
             if budget.failure is not None:
                 return self._fallback(StepOutcome(step, fallback, False, "after_failure",
                                                   f"an earlier call of this request failed ({budget.failure})"))
+            resting = self._resting()
+            if resting is not None:
+                return self._fallback(StepOutcome(step, fallback, False, "unavailable", resting))
             refusal = budget.refusal(prompt.estimated_tokens)
             if refusal is not None:
                 return self._fallback(StepOutcome(step, fallback, False, "budget", refusal))
@@ -112,8 +120,11 @@ class LlmAssistant:
                 budget.spend(prompt.estimated_input_tokens)
                 if exc.reason.startswith(_TRANSPORT):
                     budget.failure = exc.reason
+                    self._failed(exc.reason)
                 return self._fallback(StepOutcome(step, fallback, False, exc.reason, str(exc), _ms(started),
                                                   called=True))
+            with self._lock:
+                self._failures = 0
             text = completion.text
             # Servers that report no usage are charged an estimate from the characters.
             tokens_in = completion.prompt_tokens or prompt.estimated_input_tokens
@@ -132,6 +143,23 @@ class LlmAssistant:
                               cached is None)
         self._count(outcome)
         return outcome
+
+    def _failed(self, reason: str) -> None:
+        with self._lock:
+            self._failures += 1
+            self._failed_at = time.monotonic()
+            self._failure = reason
+
+    def _resting(self) -> str | None:
+        """Why the endpoint is not asked now (it failed too often in a row, recently), or None."""
+        with self._lock:
+            if not self.policy.unavailable_after or self._failures < self.policy.unavailable_after:
+                return None
+            left = self.policy.unavailable_s - (time.monotonic() - self._failed_at)
+            if left <= 0:
+                return None  # rested: the next call probes it
+            return (f"the endpoint failed {self._failures} times in a row (last: {self._failure}); not asked "
+                    f"again for {left:.0f} s")
 
     def _fallback(self, outcome: StepOutcome[T]) -> StepOutcome[T]:
         self._count(outcome)

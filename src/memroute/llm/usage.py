@@ -10,6 +10,21 @@ import numpy as np
 
 
 @dataclass
+class StepUsage:
+    """One step's share: calls sent, tokens, fallbacks (after a call or refused before one), policy skips."""
+
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    fallbacks: int = 0
+    skipped: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"calls": self.calls, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+                "fallbacks": self.fallbacks, "skipped": self.skipped}
+
+
+@dataclass
 class LlmUsage:
     calls: int = 0
     tokens_in: int = 0
@@ -19,20 +34,28 @@ class LlmUsage:
     latencies_ms: list[float] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    by_step: dict[str, StepUsage] = field(default_factory=dict)
 
     def add(self, records: Iterable[Mapping[str, Any]]) -> None:
         for r in records:
+            step = self.by_step.setdefault(str(r.get("step", "")), StepUsage())
             fallback = r.get("fallback")
             if fallback in ("disabled", "not_needed"):
                 self.skipped[fallback] = self.skipped.get(fallback, 0) + 1
+                step.skipped += 1
                 continue
             if r.get("called"):
                 self.calls += 1
+                step.calls += 1
                 self.latencies_ms.append(float(r.get("latency_ms", 0.0)))
-            self.tokens_in += int(r.get("tokens_in", 0))
-            self.tokens_out += int(r.get("tokens_out", 0))
+            tokens_in, tokens_out = int(r.get("tokens_in", 0)), int(r.get("tokens_out", 0))
+            self.tokens_in += tokens_in
+            self.tokens_out += tokens_out
+            step.tokens_in += tokens_in
+            step.tokens_out += tokens_out
             if fallback:
                 self.fallbacks += 1
+                step.fallbacks += 1
                 self.reasons[fallback] = self.reasons.get(fallback, 0) + 1
 
     def as_dict(self) -> dict[str, Any]:
@@ -41,4 +64,5 @@ class LlmUsage:
                 "fallbacks": self.fallbacks,
                 "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 1),
                                "p95": round(float(np.percentile(lat, 95)), 1)},
-                "fallback_reasons": dict(sorted(self.reasons.items())), "skipped": dict(sorted(self.skipped.items()))}
+                "fallback_reasons": dict(sorted(self.reasons.items())), "skipped": dict(sorted(self.skipped.items())),
+                "by_step": {name: s.as_dict() for name, s in sorted(self.by_step.items())}}

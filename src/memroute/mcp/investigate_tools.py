@@ -87,13 +87,14 @@ class InvestigationTools:
         and pass the slots to set_query_frame."""
         return self.inv.start_session(query, intent, repo=repo, owner=owner_of(self.scope, ctx, owner)).to_dict()
 
-    def set_query_frame(self, ctx: Context[Any, Any], session_id: SessionId, slots: Annotated[Slots, Field(
-                            description="the slots you extracted; leave out what the request does not say")],
+    def set_query_frame(self, ctx: Context[Any, Any], session_id: SessionId, slots: Annotated[Slots | None, Field(
+                            description="the slots you extracted; leave out what the request does not say. "
+                                        "Omitted: the server's LLM extracts them, if one is configured")] = None,
                         owner: Owner = None) -> dict[str, Any]:
         """Give the query frame: each slot with the exact quote of the request it comes from. Slots whose quote
         is not in the request are rejected. Returns the risk level (HIGH/MEDIUM/LOW), the exploration required
         before READY (symbols, entry points, files, patterns) and which tools to use for what is missing."""
-        extracted = {k: v for k, v in slots.model_dump().items() if v is not None}
+        extracted = None if slots is None else {k: v for k, v in slots.model_dump().items() if v is not None}
         return self.inv.set_query_frame(session_id, extracted, owner=owner_of(self.scope, ctx, owner)).to_dict()
 
     def submit_understanding(self, ctx: Context[Any, Any], session_id: SessionId,
@@ -143,13 +144,20 @@ class InvestigationTools:
                      session_id: Annotated[str | None, Field(description="only this session", max_length=200)] = None,
                      step: Annotated[str | None, Field(description="only this step (start_session, set_query_frame, "
                                                                    "tool, ...)", max_length=40)] = None,
+                     phase: Annotated[Literal["FRAME", "EXPLORATION", "SEMANTIC", "VERIFICATION", "READY"] | None,
+                                      Field(description="only records whose step ended in this phase")] = None,
+                     risk_level: Annotated[Literal["HIGH", "MEDIUM", "LOW"] | None,
+                                           Field(description="only records at this risk level")] = None,
+                     since: Annotated[str | None, Field(description="only records from this time on (ISO 8601)",
+                                                        max_length=40)] = None,
                      format: Annotated[Literal["json", "jsonl"], Field(
                          description="json: a list; jsonl: JSON Lines text for export")] = "json",
                      limit: Annotated[int, Field(description="the most recent N records", ge=1, le=10_000)] = 200,
                      owner: Owner = None) -> dict[str, Any]:
         """The decision log of investigations: one record per step (intent, category, query frame, missing
         slots, risk, recommended tools, tool results, fallbacks, phase transitions)."""
-        records = self.inv.decision_log(session_id, step=step, limit=limit, owner=owner_of(self.scope, ctx, owner))
+        records = self.inv.decision_log(session_id, step=step, phase=phase, risk_level=risk_level, since=since,
+                                        limit=limit, owner=owner_of(self.scope, ctx, owner))
         if format == "jsonl":
             return {"count": len(records), "jsonl": to_jsonl(records)}
         return {"count": len(records), "records": [r.to_dict() for r in records]}

@@ -119,7 +119,7 @@ def create_mcp_server(memory: Memory, agents: Sequence[Agent] | None, owner_scop
         from memroute.investigate import Investigator, Workspace
         from memroute.mcp.investigate_tools import InvestigationTools
 
-        investigator = Investigator(memory.store, Workspace(repos), embedder=memory.embedder)
+        investigator = Investigator(memory.store, Workspace(repos), embedder=memory.embedder, llm=memory.llm)
         InvestigationTools(investigator, scope).register(server)
     return server
 

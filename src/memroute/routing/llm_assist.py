@@ -5,8 +5,14 @@
    where the keyword-boost strategy counts them; then every agent is scored again.
 2. **Rerank** (costly): the best ``top_n`` agents by rule score and their safe documents (seed 004's doc
    builder: never a full system prompt) go to the model, which scores each 0..1; the final score of those
-   agents is ``(1 - blend) * rule + blend * llm`` (seed 004: 0.6 rule + 0.4 LLM). Agents it did not score
-   keep their rule score, so the order of the rest is untouched. Only the agent ids shown may come back.
+   agents is ``(1 - blend) * rule + blend * llm`` (seed 004: 0.6 rule + 0.4 LLM), with the model's score
+   put on the rule scale of the agents shown (0 → the lowest rule score among them, 1 → the highest).
+   So the blend reorders within the range the rules gave those agents and leaves the spread of scores,
+   in which no-route thresholds and the conversation router's margins are measured, as the rules set it:
+   the model refines the rule ranking (it wins close calls) and cannot override a clear rule lead. With
+   raw 0..1 scores, a scripted model that only repeated the rule order took SGD conversation routing
+   from 0.959 to 0.574 (20 dialogues: docs/llm.md). Agents it did not score keep their rule score, so
+   the order of the rest is untouched. Only the agent ids shown may come back.
 
 Both run only when the policy says the rules are unsure: the message is short, Japanese or Korean, needs
 its conversation, or the two best rule scores are close. On any failure the rule scores stand and the
@@ -82,8 +88,13 @@ def assist(router: AgentRouter, assistant: LlmAssistant, scored: ScoredQuery, *,
     if rerank.used_llm and rerank.value:
         total = scored.total.copy()
         b = np.float32(policy.blend)
+        # The model's 0..1 is put on the rule scale of the agents shown (0: the lowest, 1: the highest):
+        # raw 0..1 scores dwarf rule scores (sums over many strategies), and would move every no-route
+        # threshold and conversation margin measured on that scale. Exact ties get a hair of spread.
+        lo, hi = float(scored.total[shown].min()), float(scored.total[shown].max())
+        spread = max(hi - lo, 1e-3)
         for i, llm_score in rerank.value.items():
-            total[i] = (1 - b) * scored.total[i] + b * np.float32(llm_score)
+            total[i] = (1 - b) * scored.total[i] + b * np.float32(lo + llm_score * spread)
         scored = replace(scored, total=np.round(total, 6).astype(np.float32))
         records.append(rerank.record(scores={agents[i].id: round(v, 3) for i, v in rerank.value.items()}))
     else:
