@@ -79,6 +79,19 @@ def test_dedupe_drops_the_worse_copy_only() -> None:
     assert near_duplicates(["first", "copy"], vectors, 0.99999999) == {}
 
 
+def test_dedupe_keeps_neighbours_whose_context_embeddings_agree() -> None:
+    # Two turns embedded with their surroundings can have almost the same vector and different words.
+    base = np.ones(8, dtype=np.float32)
+    vectors = {"a": base, "b": base * 1.01, "c": base * 0.99}
+    texts = {"a": "Caroline: I went to the LGBTQ support group yesterday",
+             "b": "Melanie: That sounds great, how did it go?",
+             "c": "caroline: I went to the LGBTQ support group yesterday!"}
+    assert near_duplicates(["a", "b", "c"], vectors, 0.95, texts) == {"c": "a"}
+    assert near_duplicates(["a", "b", "c"], vectors, 0.95) == {"b": "a", "c": "a"}
+    same = {"x": "同じ文です", "y": "同じ文です"}
+    assert near_duplicates(["x", "y"], {"x": base, "y": base}, 0.95, same) == {"y": "x"}
+
+
 def test_decay_is_seed_003_factor_per_year() -> None:
     assert decay_multiplier(NOW - timedelta(days=365.25), NOW, 0.1) == pytest.approx(math.exp(-0.1))
     assert decay_multiplier(NOW + timedelta(days=3), NOW, 0.1) == 1.0
@@ -111,6 +124,16 @@ def test_should_inject_is_seed_001_rule() -> None:
     assert should_inject(["medium", "none", "medium"])
     assert not should_inject(["medium", "none"])
     assert not should_inject([])
+
+
+def test_a_relevant_memory_is_never_explained_as_weak() -> None:
+    from memroute.retrieval.decide import reason
+
+    bare = {"cosine": 0.1, "session_best": 0.0}
+    assert reason(bare, [], None, None, "ja") == "関連は弱い"
+    assert reason(bare, [], None, None, "ja", "medium", 0.13) == "リランカーの評価が高い（p 0.13）"
+    assert reason(bare, [], None, None, "en", "high", 0.5) == "ranked likely by the reranker (p 0.50)"
+    assert reason(bare, ["Osaka"], None, None, "en", "medium", 0.2) == "mentions Osaka"
 
 
 def test_pack_is_in_the_conversation_language_and_within_budget() -> None:

@@ -86,6 +86,15 @@ def bench_recall(n: int, queries: int = 200, pool: int = 20_000, workdir: Path |
             empty += not r.memories
             for k, v in r.trace.stages_ms.items():
                 stages.setdefault(k, []).append(v)
+        # The bad-input case of the issue: an owner with N memories and a filter that matches none.
+        no_match: list[float] = []
+        base = options or RecallOptions()
+        for q in asks[:20]:
+            t = time.perf_counter()
+            r = mem.recall(q, now=NOW, options=replace(base, session="no-such-session"))
+            no_match.append((time.perf_counter() - t) * 1000)
+            if r.memories or not r.trace.notes:
+                raise RuntimeError("a filter that matches nothing must give an empty answer that says why")
         count = mem.store.count()
     finally:
         mem.close()
@@ -96,6 +105,7 @@ def bench_recall(n: int, queries: int = 200, pool: int = 20_000, workdir: Path |
             "ingest_per_s": round(pool / ingest_s, 1), "bulk_load_s": round(bulk_s, 1),
             "index_load_s": round(load_s, 2), "recall_ms": _percentiles(totals),
             "stages_ms": {k: _percentiles(v) for k, v in stages.items()}, "empty_answers": empty,
+            "no_match_filter_ms": _percentiles(no_match),
             "queries": len(asks), "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
@@ -132,6 +142,7 @@ def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False
                   f"(embed p95 {s.get('embed', {}).get('p95')}, search p95 {s.get('search', {}).get('p95')}, "
                   f"rerank p95 {s.get('rerank', {}).get('p95')}); ingest {r['ingest_per_s']}/s over "
                   f"{r['pool_embedded']}, bulk {r['bulk_load_s']} s, index load {r['index_load_s']} s; "
+                  f"a filter matching none p95 {r['no_match_filter_ms']['p95']} ms; "
                   f"max RSS {r['max_rss_mb']} MB\n          corpus: {r['corpus']}", flush=True)
     command = "memroute bench recall --memories " + " ".join(str(n) for n in sizes)
     if as_json:

@@ -24,13 +24,15 @@ SIMILAR_COS = 0.3
 _REASONS: dict[str, dict[str, str]] = {
     "en": {"keywords": "mentions {words}", "speaker": "said by {who}", "in_range": "from the time asked about",
            "reference": "about {what}", "similar": "similar in meaning (cosine {cos:.2f})",
-           "session": "from a conversation with other matches", "weak": "a weak match"},
+           "session": "from a conversation with other matches", "ranked": "ranked likely by the reranker (p {p:.2f})",
+           "weak": "a weak match"},
     "ja": {"keywords": "「{words}」に言及", "speaker": "{who}の発言", "in_range": "尋ねられた期間のもの",
            "reference": "「{what}」について", "similar": "意味が近い（cos {cos:.2f}）",
-           "session": "他の候補と同じ会話", "weak": "関連は弱い"},
+           "session": "他の候補と同じ会話", "ranked": "リランカーの評価が高い（p {p:.2f}）", "weak": "関連は弱い"},
     "ko": {"keywords": "'{words}' 언급", "speaker": "{who}의 발언", "in_range": "물어본 기간의 기억",
            "reference": "'{what}'에 관한 내용", "similar": "의미가 비슷함 (cos {cos:.2f})",
-           "session": "다른 후보와 같은 대화", "weak": "관련성이 약함"},
+           "session": "다른 후보와 같은 대화", "ranked": "재순위 모델의 평가가 높음 (p {p:.2f})",
+           "weak": "관련성이 약함"},
 }
 _SEP = {"en": "; ", "ja": "、", "ko": ", "}
 
@@ -57,8 +59,9 @@ def should_inject(levels: Sequence[Relevance]) -> bool:
 
 
 def reason(features: Mapping[str, float], matched: Sequence[str], speaker: str | None, reference: str | None,
-           language: str) -> str:
-    """One short sentence saying why a memory was chosen, from its strongest signals."""
+           language: str, level: Relevance = "none", probability: float | None = None) -> str:
+    """One short sentence saying why a memory was chosen, from its strongest signals. A memory judged
+    relevant is never called weak: when no single signal explains it, the reranker's probability does."""
     t = _REASONS.get(language, _REASONS["en"])
     parts = []
     if matched:
@@ -73,4 +76,6 @@ def reason(features: Mapping[str, float], matched: Sequence[str], speaker: str |
         parts.append(t["similar"].format(cos=features["cosine"]))
     if not parts and features.get("session_best", 0.0) > 0.5:
         parts.append(t["session"])
+    if not parts and level != "none" and probability is not None:
+        parts.append(t["ranked"].format(p=probability))
     return _SEP.get(language, "; ").join(parts[:3]) or t["weak"]

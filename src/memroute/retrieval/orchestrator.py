@@ -132,7 +132,8 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
     items = {m.id: m for m in store.get([i for i, _ in pool], owner)}
     pool = [(i, s) for i, s in pool if i in items]
     vectors = store.get_vectors([i for i, _ in pool], owner) if pool else {}
-    duplicates = near_duplicates([i for i, _ in pool], vectors, opts.dedupe_threshold) \
+    duplicates = near_duplicates([i for i, _ in pool], vectors, opts.dedupe_threshold,
+                                 {i: items[i].full_text for i, _ in pool}) \
         if opts.dedupe_threshold is not None else {}
     pool = [(i, s) for i, s in pool if i not in duplicates]
     if opts.decay and params.time_decay_factor > 0:
@@ -188,7 +189,8 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
         scores = {"fused": c.fused, "cosine": c.cosine, **c.scores}
         if probs is not None:
             scores["rerank"] = float(probs[j])
-        why = decide.reason(fdict, matched, speaker_of(c.memory), reference, language)
+        why = decide.reason(fdict, matched, speaker_of(c.memory), reference, language, level,
+                            float(probs[j]) if probs is not None else None)
         if judgement is not None and j in judgement.judged:
             scores["llm"] = judgement.judged[j]
             score, level, why = judgement.apply(j, score, level, why)
