@@ -5,6 +5,7 @@ The store contract itself runs against PostgreSQL in test_store_conformance.py.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import time
 from pathlib import Path
@@ -117,6 +118,78 @@ def test_statement_timeout_and_reconnect(pg_server: PgServer) -> None:
     assert store.get(["a"], "o")[0].text == "x"  # nothing half-written
     assert store.get(["b"], "o") == []
     store.close()
+
+
+def test_read_only_replica_serves_searches_and_refuses_writes(pg_server: PgServer) -> None:
+    # default_transaction_read_only refuses writes with the same error (SQLSTATE 25006) as a hot standby
+    url = pg_server.new_database() + "&schema=tenant_a"
+    read_only = url + "&options=-c%20default_transaction_read_only%3Don"
+    with pytest.raises(StoreError, match="read-only"):
+        open_store(read_only)  # nothing to read yet: the primary must be migrated first
+    store = open_store(url)
+    store.bind_model("m", 4)
+    store.upsert([MemoryRecord(MemoryItem(id="a", owner="o", text="x"), ["x"], np.ones(4, np.float32) / 2)])
+    store.close()
+    replica = open_store(read_only)
+    replica.bind_model("m", 4)
+    flt = SearchFilter(owner="o")
+    assert [h.id for h in replica.search_bm25(["x"], flt, 5)] == ["a"]
+    assert [h.id for h in replica.search_vector(np.ones(4, np.float32) / 2, flt, 5)] == ["a"]
+    with pytest.raises(StoreError, match="send writes to the primary"):
+        replica.upsert([MemoryRecord(MemoryItem(id="b", owner="o", text="y"), ["y"], np.ones(4, np.float32) / 2)])
+    assert replica.count("o") == 1
+    replica.close()
+
+
+def _small_locomo(root: Path) -> None:
+    """Two LoCoMo-format conversations written for this test (not from the data set)."""
+    convs = {"conv-a": [("Ana", "I adopted a grey kitten from the shelter on Monday."),
+                        ("Ben", "Nice! I started learning the cello at the community school."),
+                        ("Ana", "The kitten hides under the sofa and chases my shoelaces."),
+                        ("Ben", "My cello teacher wants me to play at the spring recital.")],
+             "conv-b": [("Cho", "We booked a ferry to the island for our anniversary."),
+                        ("Dan", "I finished my first marathon in just under four hours."),
+                        ("Cho", "The island has a lighthouse you can climb at sunset."),
+                        ("Dan", "My knees hurt for a week after the marathon.")]}
+    sessions, qa = [], []
+    for sid, turns in convs.items():
+        sessions.append({"sample_id": sid, "speaker_a": turns[0][0], "speaker_b": turns[1][0], "sessions": [
+            {"session": 1, "date_time": "3:10 pm on 4 March, 2024",
+             "turns": [{"dia_id": f"D1:{i + 1}", "speaker": who, "text": text}
+                       for i, (who, text) in enumerate(turns)]}]})
+    qa = [("conv-a", "What pet did Ana adopt?", ["D1:1"], 4),
+          ("conv-a", "Which instrument is Ben learning?", ["D1:2"], 4),
+          ("conv-b", "How long did Dan's marathon take?", ["D1:2"], 4),
+          ("conv-b", "What can you climb on the island?", ["D1:3", "D1:1"], 1)]
+    (root / "sessions.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sessions))
+    (root / "qa.jsonl").write_text("".join(
+        json.dumps({"sample_id": sid, "qa_idx": i, "question": q, "category": c, "evidence_resolved": ev}) + "\n"
+        for i, (sid, q, ev, c) in enumerate(qa)))
+
+
+def test_eval_recall_gives_the_same_figures_on_both_backends(pg_server: PgServer, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "locomo"
+    data.mkdir()
+    _small_locomo(data)
+    url = pg_server.new_database()
+    base = ["eval", "recall", "--data", str(data), "--json"]
+    assert main([*base, "--workdir", str(tmp_path / "work")]) == 0
+    on_sqlite = json.loads(capsys.readouterr().out)
+    for _ in range(2):  # the second run reuses the schemas the first one filled
+        assert main([*base, "--store", url]) == 0
+        on_postgres = json.loads(capsys.readouterr().out)
+        assert on_postgres["config"].pop("store").startswith("postgresql")
+        on_sqlite["config"].pop("store", None)
+        for result in (on_sqlite, on_postgres):
+            result.pop("latency_ms", None)
+        assert on_postgres == on_sqlite and on_sqlite["questions"] == 4
+    with psycopg.connect(url) as conn:
+        schemas = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'locomo%'")}
+        assert schemas == {"locomo_conv_a_use_m3", "locomo_conv_b_use_m3"}
+        assert conn.execute("SELECT count(*) FROM locomo_conv_a_use_m3.memroute_memories").fetchone() == (4,)
+    assert main([*base, "--store", "sqlite:///elsewhere.db"]) == 1
+    assert "postgresql://" in capsys.readouterr().err
 
 
 def _worker(url: str, worker: int, seconds: float, result: multiprocessing.Queue) -> None:  # type: ignore[type-arg]

@@ -36,6 +36,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--fusion", choices=["minmax", "rrf"], default="minmax")
     p.add_argument("--no-rerank", action="store_true")
     p.add_argument("--workdir", help="keep the per-conversation stores here and reuse them on the next run")
+    p.add_argument("--store", metavar="URL", help="a postgresql:// database to hold the conversations instead of "
+                   "SQLite files: a schema each (locomo_<sample id>_<embedder>), reused on the next run")
     p.add_argument("--limit", type=int, help="only the first N questions (bounds the cost of an --llm run)")
     add_llm_options(p)
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
@@ -79,7 +81,7 @@ def _eval(args: argparse.Namespace) -> int:
     opts = RecallOptions(k_per_query=args.k_per_query, max_candidates=args.max_candidates, fusion=args.fusion,
                          rerank=not args.no_rerank)
     result = evaluate(args.data, opts, embedder=args.embedder, loo=args.loo, fit=args.fit, workdir=args.workdir,
-                      llm=llm_from(args), limit=args.limit)
+                      llm=llm_from(args), limit=args.limit, store_url=args.store)
     if args.json:
         emit_json(result)
         return 0

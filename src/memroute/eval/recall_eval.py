@@ -10,6 +10,9 @@ the question's tokens, and cosine KNN of the question alone.
 (leave-one-conversation-out): the honest figure, since the shipped weights were fitted on all seven.
 ``--fit`` fits on every conversation and writes the weights the package ships.
 
+``--store postgresql://...`` keeps the conversations in that database instead, each in a schema of its own
+(``locomo_<sample id>_<embedder>``), to compare the backends on the same questions.
+
 ``--llm URL --llm-model NAME`` runs the same questions with LLM expansion and rerank (policy from the
 ``MEMROUTE_LLM_*`` settings) and reports the LLM's calls, tokens and latency beside the figures; the
 baselines and ``--loo`` / ``--fit`` stay LLM-free (they read the local features only).
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -30,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import get_embedder
+from memroute.errors import InputError
 from memroute.eval.locomo import CATEGORIES, Conversation, load_locomo
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
@@ -80,11 +85,27 @@ def summarise(rows: Sequence[tuple[int, dict[str, float]]]) -> dict[str, Any]:
     return out
 
 
-def open_store(conv: Conversation, workdir: Path, embedder: str, llm: LlmAssistant | None = None) -> Memory:
-    """The conversation's store, built on first use and reused from ``workdir`` afterwards; its recalls use
-    ``llm`` and nothing else (not an LLM configured in the environment)."""
-    path = workdir / f"{conv.sample_id}-{embedder}.db"
-    mem = Memory.open(f"sqlite:///{path}", owner=conv.sample_id, embedder=embedder)
+def conversation_url(store_url: str, sample_id: str, embedder: str) -> str:
+    """A schema of ``store_url`` (PostgreSQL) for one conversation: one store per conversation, as with the
+    SQLite files, so that BM25's collection statistics are the conversation's alone on both backends."""
+    if not store_url.startswith(("postgresql://", "postgres://")):
+        raise InputError("--store needs a postgresql:// URL (without --store the stores are SQLite files in "
+                         "--workdir)")
+    if "schema=" in store_url:
+        raise InputError("--store: leave schema= out of the URL; each conversation gets a schema of its own "
+                         "(locomo_<sample id>_<embedder>)")
+    schema = re.sub(r"[^a-z0-9_]", "_", f"locomo_{sample_id}_{embedder}".lower())
+    return f"{store_url}{'&' if '?' in store_url else '?'}schema={schema}"
+
+
+def open_store(conv: Conversation, workdir: Path, embedder: str, llm: LlmAssistant | None = None,
+               store_url: str | None = None) -> Memory:
+    """The conversation's store, built on first use and reused afterwards (a SQLite file in ``workdir``, or
+    a schema of the PostgreSQL ``store_url``); its recalls use ``llm`` and nothing else (not an LLM
+    configured in the environment)."""
+    url = (conversation_url(store_url, conv.sample_id, embedder) if store_url
+           else f"sqlite:///{workdir / f'{conv.sample_id}-{embedder}.db'}")
+    mem = Memory.open(url, owner=conv.sample_id, embedder=embedder)
     mem.llm = llm
     if mem.store.count(conv.sample_id) != len(conv.turns):
         mem.forget(everything=True)
@@ -140,8 +161,10 @@ def training_rows(runs: Sequence[QuestionRun]) -> tuple[npt.NDArray[np.float64],
 
 def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedder: str = "use-m3",
              loo: bool = False, fit: bool = False, workdir: str | Path | None = None,
-             l2: float = L2, llm: LlmAssistant | None = None, limit: int | None = None) -> dict[str, Any]:
-    """``limit``: only the first ``limit`` questions (in file order), e.g. to bound the cost of an LLM run."""
+             l2: float = L2, llm: LlmAssistant | None = None, limit: int | None = None,
+             store_url: str | None = None) -> dict[str, Any]:
+    """``limit``: only the first ``limit`` questions (in file order), e.g. to bound the cost of an LLM run.
+    ``store_url``: a PostgreSQL database holding the conversations (a schema each) instead of SQLite files."""
     options = options or RecallOptions()
     convs = load_locomo(data_dir)
     if limit is not None:
@@ -162,7 +185,7 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
     runs: list[QuestionRun] = []
     try:
         for conv in convs:
-            mem = open_store(conv, work, embedder, llm)
+            mem = open_store(conv, work, embedder, llm, store_url)
             try:
                 runs.extend(run_conversation(mem, conv, options, usage))
             finally:
@@ -179,7 +202,8 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
         "vector": summarise([(r.category, scores(r.vector, r.evidence)) for r in runs]),
         "fused_no_rerank": summarise([(r.category, scores(r.ids, r.evidence)) for r in runs]),
     }
-    result["config"] = {"embedder": embedder, "rerank": options.rerank, "fusion": str(options.fusion),
+    result["config"] = {"store": "sqlite" if store_url is None else "postgresql (a schema per conversation)",
+                        "embedder": embedder, "rerank": options.rerank, "fusion": str(options.fusion),
                         "k_per_query": options.k_per_query, "max_candidates": options.max_candidates,
                         "reranker_weights": default_model().fitted_on if options.rerank else None,
                         "llm": None if llm is None else {"model": llm.llm.model, "steps": sorted(llm.policy.steps),

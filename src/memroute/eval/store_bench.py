@@ -76,17 +76,25 @@ def _corpus(n: int, queries: int) -> tuple[list[dict[str, Any]], list[str], str]
 
 
 def perturbed_copies(mem: Memory, ids: Sequence[str], n: int) -> Iterator[MemoryRecord]:
-    """Memories ``len(ids)..n``: copies of the stored pool memories with noisy vectors (see the module doc)."""
+    """Memories ``len(ids)..n``: copies of the stored pool memories with noisy vectors (see the module doc).
+
+    The pool is read here, before the generator starts: ``bulk_load`` locks the table while it consumes the
+    generator (it drops the search indexes), so a read from inside it would wait for itself forever.
+    """
     pool = len(ids)
     by_id = {m.id: m for m in mem.store.get(list(ids), mem.owner)}
     vecs = mem.store.get_vectors(list(ids), mem.owner)
     toks = {i: tokenize(by_id[i].full_text) for i in ids}
     rng = np.random.default_rng(17)
-    for i in range(pool, n):
-        src = by_id[ids[i % pool]]
-        v = vecs[src.id] + rng.normal(0.0, NOISE, size=mem.embedder.dimension).astype(np.float32)
-        v /= np.linalg.norm(v)
-        yield MemoryRecord(replace(src, id=f"bulk-{i}"), toks[src.id], v)
+
+    def copies() -> Iterator[MemoryRecord]:
+        for i in range(pool, n):
+            src = by_id[ids[i % pool]]
+            v = vecs[src.id] + rng.normal(0.0, NOISE, size=mem.embedder.dimension).astype(np.float32)
+            v /= np.linalg.norm(v)
+            yield MemoryRecord(replace(src, id=f"bulk-{i}"), toks[src.id], v)
+
+    return copies()
 
 
 def _bulk(mem: Memory, ids: Sequence[str], n: int) -> dict[str, Any]:

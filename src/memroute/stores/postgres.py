@@ -21,8 +21,10 @@ keeps a store in a schema of its own (created on first open), so one database ca
   :meth:`PostgresStore.bulk_load` writes many at once with binary COPY, optionally rebuilding the search
   indexes after the load (far faster than growing an HNSW graph row by row).
 
-:mod:`memroute.stores.postgres_async` is the same store on psycopg's asyncio pool; both use the SQL and
-the scoring here.
+- A read replica (hot standby) or a read-only role can be opened once the primary is migrated: opening
+  writes nothing when the schema is current, and a write then fails with a message that says where to send it.
+
+:class:`memroute.memory.AsyncMemory` runs these calls in worker threads over this (thread-safe) pool.
 """
 
 from __future__ import annotations
@@ -111,6 +113,9 @@ def translate_errors(what: str, url: str) -> Iterator[None]:
                          "a narrower filter or raise statement_timeout") from exc
     except pg_errors.InvalidPassword as exc:
         raise StoreError(f"{what}: wrong user name or password for {safe_url(url)}") from exc
+    except pg_errors.ReadOnlySqlTransaction as exc:
+        raise StoreError(f"{what}: {safe_url(url)} is read-only (a replica, or default_transaction_read_only); "
+                         "send writes to the primary") from exc
     except pg_errors.InsufficientPrivilege as exc:
         raise StoreError(f"{what}: the database role lacks a privilege ({exc.diag.message_primary}); see "
                          "docs/postgres.md for the grants memroute needs") from exc
@@ -385,8 +390,27 @@ class PostgresStore:
         with self._tx(what) as conn:
             return conn.execute(query, params).fetchall()
 
+    def _current(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the schema is there and current, read without writing (so replicas can be opened)."""
+        latest = MIGRATIONS[-1][0]
+        with conn.transaction():
+            if self.schema is not None:
+                conn.execute(search_path_sql(self.schema, local=True))
+            row = conn.execute("SELECT to_regclass('memroute_meta') IS NOT NULL AND EXISTS (SELECT FROM pg_extension "
+                               "WHERE extname = 'vector')").fetchone()
+            if not (row and row[0]):
+                return False
+            found = conn.execute("SELECT value FROM memroute_meta WHERE key = 'schema_version'").fetchone()
+        version = int(found[0]) if found else 0
+        if version > latest:
+            raise SchemaVersionError(f"{safe_url(self.url)} has schema version {version}, newer than this "
+                                     f"memroute knows ({latest}); upgrade memroute")
+        return version == latest
+
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         latest = MIGRATIONS[-1][0]
+        if self._current(conn):
+            return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
             try:
