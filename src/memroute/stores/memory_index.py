@@ -281,9 +281,14 @@ class MemoryIndex:
         if slots.size == 0:
             return []
         k = min(limit, slots.size)
-        top = np.argpartition(-scores, k - 1)[:k] if k < slots.size else np.arange(slots.size)
-        # ties broken by insertion order, so results are deterministic
-        order = top[np.lexsort((slots[top], -scores[top]))]
+        if k < slots.size:
+            # every row tied with the k-th best score stays in the running, so that ties are broken by
+            # insertion order (as PostgreSQL does), not by where argpartition happened to cut
+            kth = np.partition(scores, slots.size - k)[slots.size - k]
+            top = np.flatnonzero(scores >= kth)
+        else:
+            top = np.arange(slots.size)
+        order = top[np.lexsort((slots[top], -scores[top]))][:k]
         return [ScoredId(self._ids[int(slots[i])], float(scores[i])) for i in order]
 
     def _mask(self, slots: npt.NDArray[np.int64], flt: SearchFilter) -> npt.NDArray[np.bool_]:
