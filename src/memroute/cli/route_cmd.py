@@ -31,6 +31,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     f.add_argument("--agents", required=True, help="catalogue file (TOML/YAML/JSON)")
     f.add_argument("--examples", required=True, help="JSON Lines: {\"text\": ..., \"label\": agent id or oos}")
     f.add_argument("--out", default="thresholds.json", help="where to write the calibration (thresholds.json)")
+    f.add_argument("--min-oos-recall", type=float, metavar="R",
+                   help="keep at least this share of the no-route examples rejected and maximise in-scope "
+                   "accuracy under it (default: balanced accuracy)")
     f.add_argument("--json", action="store_true", help="machine-readable JSON output")
     f.set_defaults(handler=_fit)
 
@@ -39,6 +42,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     e.add_argument("--candidates", required=True, help="services.jsonl or tools.jsonl describing the candidates")
     e.add_argument("--split", help="candidate split to use (default: the data file's name, e.g. dev)")
     e.add_argument("--limit", type=int, help="only the first N dialogues")
+    e.add_argument("--sample", type=int, metavar="N",
+                   help="only N dialogues spread evenly over the file (every k-th): a quick, deterministic "
+                   "subset that covers every service (the first N of a file grouped by service do not)")
     add_llm_options(e)
     e.add_argument("--json", action="store_true", help="machine-readable JSON output")
     e.set_defaults(handler=_eval_route)
@@ -49,6 +55,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     i.add_argument("--holdout", type=float, default=0.2, help="share of --train held out when no --test (0.2)")
     i.add_argument("--limit", type=int, help="only the first N test utterances")
     i.add_argument("--no-fit", action="store_true", help="do not fit thresholds (never answer no-route)")
+    i.add_argument("--min-oos-recall", type=float, metavar="R",
+                   help="fit thresholds that reject at least this share of the training side's out-of-scope "
+                   "utterances, with the best in-scope accuracy under it (default: balanced accuracy)")
     i.add_argument("--json", action="store_true", help="machine-readable JSON output")
     i.set_defaults(handler=_eval_intents)
 
@@ -117,7 +126,7 @@ def _fit(args: argparse.Namespace) -> int:
             raise InputError(f"{args.examples}: every line needs a text (and a label: an agent id or oos)")
         label = str(rec.get("label", rec.get("agent", "")) or "")
         examples.append(LabelledExample(str(rec["text"]), None if not label or is_out_of_scope(label) else label))
-    report = fit(AgentRouter(), agents, examples)
+    report = fit(AgentRouter(), agents, examples, min_oos_recall=args.min_oos_recall)
     report.calibration.save(args.out)
     if args.json:
         emit_json({**report.as_dict(), "out": args.out})
@@ -134,7 +143,7 @@ def _eval_route(args: argparse.Namespace) -> int:
     from memroute.eval.route_eval import run_route_eval
 
     report = run_route_eval(args.data, args.candidates, split=args.split, limit=args.limit,
-                            show_progress=not args.json, llm=llm_from(args))
+                            show_progress=not args.json, llm=llm_from(args), sample=args.sample)
     if args.json:
         emit_json(report.as_dict())
     else:
@@ -146,7 +155,7 @@ def _eval_intents(args: argparse.Namespace) -> int:
     from memroute.eval.intents_eval import run_intents_eval
 
     report = run_intents_eval(args.train, args.test, holdout=args.holdout, limit=args.limit,
-                              fit_thresholds=not args.no_fit)
+                              fit_thresholds=not args.no_fit, min_oos_recall=args.min_oos_recall)
     if args.json:
         emit_json(report.as_dict())
     else:

@@ -35,7 +35,10 @@ class IntentsEvalReport:
 
 
 def run_intents_eval(train: str | Path, test: str | Path | None = None, holdout: float = 0.2,
-                     limit: int | None = None, fit_thresholds: bool = True) -> IntentsEvalReport:
+                     limit: int | None = None, fit_thresholds: bool = True,
+                     min_oos_recall: float | None = None) -> IntentsEvalReport:
+    """Route every test utterance; ``min_oos_recall`` is passed to :func:`fit` (the out-of-scope recall the
+    thresholds must keep on the training side, in-scope accuracy maximised under it)."""
     train_examples = load_intents(train)
     if test is not None:
         test_examples = load_intents(test)
@@ -52,7 +55,7 @@ def run_intents_eval(train: str | Path, test: str | Path | None = None, holdout:
     fit_info: dict[str, Any] = {}
     if fit_thresholds:
         labelled = [LabelledExample(e.text, None if is_out_of_scope(e.label) else e.label) for e in train_examples]
-        report = fit(router, agents, labelled)
+        report = fit(router, agents, labelled, min_oos_recall=min_oos_recall)
         router.calibration = report.calibration
         fit_info = report.as_dict()
         fit_info["calibration"].pop("agent_thresholds", None)

@@ -11,17 +11,21 @@ LLM's calls, tokens, fallbacks and call latency.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from memroute.errors import InputError
 from memroute.eval.datasets import family, load_candidates, load_dialogues
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.routing.composite import AgentRouter
 from memroute.routing.conversation import ConversationRouter
 from memroute.routing.policy import PolicyParams
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +46,21 @@ class RouteEvalReport:
         return out
 
 
+def spread_sample(items: Sequence[T], size: int) -> list[T]:
+    """``size`` items spread evenly over ``items`` (every k-th, from the first): deterministic, and unlike the
+    first ``size`` it covers every part of a file that is grouped by topic (SGD's files are, by service)."""
+    if size < 1:
+        raise InputError(f"a sample needs at least one dialogue, got {size}")
+    if size >= len(items):
+        return list(items)
+    return [items[i * len(items) // size] for i in range(size)]
+
+
 def run_route_eval(data: str | Path, candidates: str | Path, split: str | None = None,
                    limit: int | None = None, params: PolicyParams | None = None,
-                   show_progress: bool = False, llm: LlmAssistant | None = None) -> RouteEvalReport:
+                   show_progress: bool = False, llm: LlmAssistant | None = None,
+                   sample: int | None = None) -> RouteEvalReport:
+    """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file."""
     from tqdm import tqdm
 
     from memroute.memory import Memory
@@ -52,6 +68,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     dialogues = load_dialogues(data)
     if limit is not None:
         dialogues = dialogues[:limit]
+    if sample is not None:
+        dialogues = spread_sample(dialogues, sample)
     split = split if split is not None else Path(data).stem
     agents = load_candidates(candidates, split)
     router = AgentRouter(llm=llm)

@@ -165,10 +165,18 @@ def _accuracy(conf: np.ndarray[Any, Any], correct: np.ndarray[Any, Any], in_scop
 
 
 def fit_calibration(examples: Sequence[FitExample], min_agent_examples: int = 20,
-                    prior_weight: float = 20.0) -> FitReport:
-    """Fit confidence weights and thresholds (see the module docstring) from labelled outcomes."""
+                    prior_weight: float = 20.0, min_oos_recall: float | None = None) -> FitReport:
+    """Fit confidence weights and thresholds (see the module docstring) from labelled outcomes.
+
+    With ``min_oos_recall``, the global threshold is instead the lowest one that rejects at least that share
+    of the out-of-scope examples, which maximises in-scope accuracy under that constraint (routed-and-right
+    only shrinks as the threshold rises), and no per-agent thresholds are fitted: a handful of out-of-scope
+    examples per agent cannot support one.
+    """
     if len(examples) < 10:
         raise InputError(f"fit needs at least 10 labelled examples, got {len(examples)}")
+    if min_oos_recall is not None and not 0.0 <= min_oos_recall <= 1.0:
+        raise InputError(f"min_oos_recall must be between 0 and 1, got {min_oos_recall}")
     x = np.array([[min(e.features.z, 50.0), e.features.top, 1.0] for e in examples])
     y = np.array([e.correct for e in examples], dtype=np.float64)
     correct = y.astype(bool)
@@ -185,6 +193,8 @@ def fit_calibration(examples: Sequence[FitExample], min_agent_examples: int = 20
             w[keep] = _logistic(x[:, keep], y)
     conf = 1.0 / (1.0 + np.exp(-(x @ w)))
     grid = np.unique(np.r_[0.0, np.round(conf, 4)])
+    if min_oos_recall is not None and (~in_scope).any():
+        return _fit_for_recall(examples, w, conf, correct, in_scope, np.r_[grid, 1.0], min_oos_recall)
     accs = np.array([_accuracy(conf, correct, in_scope, t) for t in grid])
     # Among equally good thresholds take the middle one: the flat top of the curve is the robust choice.
     best = np.flatnonzero(accs >= accs.max() - 1e-9)
@@ -208,3 +218,17 @@ def fit_calibration(examples: Sequence[FitExample], min_agent_examples: int = 20
     oos_rec = float(np.mean(~routed[~in_scope])) if (~in_scope).any() else 0.0
     return FitReport(calibration, len(examples), float(np.mean(np.where(True, correct, ~in_scope))),
                      float(final.mean()), in_acc, oos_rec)
+
+
+def _fit_for_recall(examples: Sequence[FitExample], w: np.ndarray[Any, Any], conf: np.ndarray[Any, Any],
+                    correct: np.ndarray[Any, Any], in_scope: np.ndarray[Any, Any], grid: np.ndarray[Any, Any],
+                    target: float) -> FitReport:
+    """The lowest threshold whose out-of-scope recall reaches ``target`` (see :func:`fit_calibration`)."""
+    recalls = np.array([float(np.mean(conf[~in_scope] < t)) for t in grid])
+    threshold = float(grid[int(np.flatnonzero(recalls >= target - 1e-9)[0])])
+    routed = conf >= threshold
+    final = np.where(routed, correct, ~in_scope)
+    in_acc = float(np.mean((routed & correct)[in_scope])) if in_scope.any() else 0.0
+    calibration = Calibration(float(w[0]), float(w[1]), float(w[2]), round(threshold, 4), {})
+    return FitReport(calibration, len(examples), float(np.mean(correct)), float(final.mean()), in_acc,
+                     float(np.mean(~routed[~in_scope])))

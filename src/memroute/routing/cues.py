@@ -22,7 +22,7 @@ _REQUEST = re.compile(
     r"|(探して|調べて|教えて|予約したい|知りたい|お願いします|ありますか)|(찾아|알려|예약하고|싶어요|있나요)",
     re.IGNORECASE)
 _SWITCH = re.compile(
-    r"\b(by the way|btw|anyway|switching|different question|unrelated)\b"
+    r"\b(by the way|btw|switching|different question|unrelated)\b"
     r"|(ところで|話は変わ|別件|そういえば)|(그런데|근데|그나저나|다른 질문)", re.IGNORECASE)
 _CLOSING = re.compile(
     r"\b(thanks?|thank you|thx|that'?s (all|it|everything)|that is (all|it)|that will be all|nothing else|"

@@ -18,6 +18,7 @@ from memroute.types import Agent
 
 PROMPT_SNIPPET_CHARS = 256
 _SPLIT_IDENT = re.compile(r"[_\-./:]+|(?<=[a-z0-9])(?=[A-Z])")
+_VERSION = re.compile(r"v?\d+(\.\d+)*", re.IGNORECASE)
 
 
 def normalise_name(value: str) -> str:
@@ -31,9 +32,19 @@ def humanise(identifier: str) -> str:
     return " ".join(p for p in _SPLIT_IDENT.split(identifier) if p)
 
 
+def name_words(name: str) -> str:
+    """The words of an agent's name for matching, without a trailing version number: ``Restaurants_2`` →
+    ``Restaurants``. A version says nothing about what the agent does, yet as a token it would match any
+    message with that number in it ("2 people", "I want four")."""
+    words = humanise(name).split()
+    while len(words) > 1 and _VERSION.fullmatch(words[-1]):
+        words.pop()
+    return " ".join(words)
+
+
 def build_doc(agent: Agent, prompt_limit: int = PROMPT_SNIPPET_CHARS) -> str:
     """The safe agent document for lexical matching (seed 004's ``BuildDocFn``)."""
-    parts = [humanise(agent.name), agent.description, " ".join(agent.keywords), " ".join(agent.categories),
+    parts = [name_words(agent.name), agent.description, " ".join(agent.keywords), " ".join(agent.categories),
              " ".join(humanise(t) for t in agent.tools), *capabilities(agent)]
     if agent.prompt:
         parts.append(agent.prompt[:prompt_limit])
@@ -56,7 +67,7 @@ class AgentDocument:
 
 
 def describe(agent: Agent) -> AgentDocument:
-    head = humanise(agent.name)
+    head = name_words(agent.name)
     description = f"{head}: {agent.description}" if agent.description.strip() else head
     pieces = (description, *(c for c in capabilities(agent) if c.strip()))
     keyword_tokens = frozenset(t for k in (*agent.keywords, *agent.categories) for t in tokenize(humanise(k)))

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from memroute.embed import Embedder
 from memroute.routing.agents import agent_version, check_agents
 from memroute.routing.documents import AgentDocument, describe
+from memroute.routing.examples import ExampleClassifier, example_grid, fit_classifier
 from memroute.types import Agent, AgentStatus
 
 F32 = npt.NDArray[np.float32]
@@ -105,6 +106,11 @@ class CatalogueIndex:
         self.example_matrix, self.example_owner, self.example_starts = _stack(
             [e.example_vectors for e in entries], self.dimension)
         self.example_agents = np.unique(self.example_owner) if self.example_owner.size else np.zeros(0, np.int32)
+        self.has_examples = np.array([bool(e.doc.examples) for e in entries], dtype=np.bool_)
+        self.example_grid = example_grid(self.example_starts, len(self.example_owner))
+        # Fitted once per catalogue version; None when the agents have no (or too few) examples.
+        self.example_classifier: ExampleClassifier | None = (
+            fit_classifier(self.example_matrix, self.example_owner) if self.has_vectors else None)
         self.names: dict[str, list[int]] = defaultdict(list)
         self.keywords: dict[str, list[int]] = defaultdict(list)
         self.tools: dict[str, list[int]] = defaultdict(list)

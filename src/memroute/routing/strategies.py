@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from memroute.routing.documents import normalise_name
+from memroute.routing.examples import top_mean
 from memroute.routing.index import F32, CatalogueIndex
 from memroute.text import tokenize
 
@@ -101,12 +102,21 @@ class MentionStrategy:
         out = np.zeros(index.n, dtype=np.float32)
         hits = self.matches(query, index)
         if hits:
-            out[list(hits)] = self.weight
+            # An agent with example utterances is described by how users talk to it, and its name is often
+            # a label ("pay_bill") whose words occur in ordinary requests ("how do I pay bill"): for such an
+            # agent a name found in running text does not count; @name, hints and the whole message do.
+            # (Training sides of CLINC150 / BANKING77, cross-fitted: counting it cost 1.8 / 2.3 points.)
+            named = [i for i, how in hits.items() if _explicit(how) or not index.has_examples[i]]
+            out[named] = self.weight
         return out
 
     def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]:
         hit = self.matches(query, index).get(agent)
         return {"matched": hit} if hit else {}
+
+
+def _explicit(how: str) -> bool:
+    return how.startswith(("@", "hint:")) or how == "name"
 
 
 class BM25Strategy:
@@ -216,15 +226,21 @@ def content_types_of(names: list[str], mimes: list[str], types: list[str]) -> tu
 
 
 class EmbeddingStrategy:
-    """Cosine similarity of the message to the agent's pieces (description, each capability: best piece
-    wins) and to its example utterances (mean of the ``top_examples`` nearest, which is steadier than the
-    single nearest neighbour), clipped to [0, 1], times the weight."""
+    """Cosine similarity of the message to the agent's pieces (description, each capability: mean of the
+    ``top_pieces`` best) and to its example utterances (mean of the ``top_examples`` nearest, which is steadier
+    than the single nearest neighbour), clipped to [0, 1], times the weight.
+
+    Two pieces rather than one: an agent whose whole schema fits the message ("a 3 star hotel room": the
+    search intent *and* the star-rating slot) beats one that shares a single phrase with it. On SGD dev (the
+    only set routing is tuned on) it raised the share of dialogue turns routed right from 0.859 to 0.872 under
+    the same conversation policy."""
 
     name = "embedding"
 
-    def __init__(self, weight: float = 1.0, top_examples: int = 3) -> None:
+    def __init__(self, weight: float = 1.0, top_examples: int = 3, top_pieces: int = 2) -> None:
         self.weight = weight
         self.top_examples = top_examples
+        self.top_pieces = top_pieces
 
     def similarities(self, query: PreparedQuery, index: CatalogueIndex) -> tuple[F32, F32]:
         """(best piece cosine, example cosine) per agent; agents without examples get -1 for the latter."""
@@ -233,15 +249,19 @@ class EmbeddingStrategy:
         if query.vector is None or not index.has_vectors:
             return piece, example
         if index.piece_matrix.shape[0]:
-            sims = index.piece_matrix @ query.vector
-            piece[index.piece_owner[index.piece_starts]] = np.maximum.reduceat(sims, index.piece_starts)
+            piece[index.piece_owner[index.piece_starts]] = _best_pieces(index.piece_matrix @ query.vector, index,
+                                                                        self.top_pieces)
         if index.example_matrix.shape[0]:
-            example[index.example_agents] = _top_mean(index.example_matrix @ query.vector, index.example_owner,
-                                                      index.example_starts, self.top_examples)
+            sims = index.example_matrix @ query.vector
+            example[index.example_agents] = (
+                top_mean(sims, index.example_grid, self.top_examples) if index.example_grid is not None
+                else _top_mean(sims, index.example_owner, index.example_starts, self.top_examples))
         return piece, example
 
     def scores(self, query: PreparedQuery, index: CatalogueIndex) -> F32:
         piece, example = self.similarities(query, index)
+        if index.example_classifier is not None and query.vector is not None:
+            example = index.example_classifier.scores(query.vector, example)
         return np.clip(np.maximum(piece, example), 0.0, 1.0) * np.float32(self.weight)
 
     def explain(self, query: PreparedQuery, index: CatalogueIndex, agent: int) -> dict[str, Any]:
@@ -257,7 +277,19 @@ class EmbeddingStrategy:
         if entry.example_vectors is not None and len(entry.example_vectors):
             sims = np.sort(entry.example_vectors @ query.vector)[::-1][: self.top_examples]
             out["example_similarity"] = round(float(sims.mean()), 4)
+        classifier = index.example_classifier
+        if classifier is not None and index.has_examples[agent]:
+            where = np.flatnonzero(classifier.agents == agent)
+            if where.size:
+                out["example_probability"] = round(float(classifier.probabilities(query.vector)[where[0]]), 4)
         return out
+
+
+def _best_pieces(sims: F32, index: CatalogueIndex, k: int) -> F32:
+    """Per agent, the mean of its ``k`` best piece similarities (one vector op when every agent has one piece)."""
+    if k <= 1 or index.piece_starts.size == sims.size:
+        return np.maximum.reduceat(sims, index.piece_starts).astype(np.float32)
+    return _top_mean(sims, index.piece_owner, index.piece_starts, k)
 
 
 def _top_mean(sims: F32, owner: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], k: int) -> F32:

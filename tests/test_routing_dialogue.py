@@ -1,0 +1,105 @@
+"""Dialogue routing: the switch rule, versionless agent names, two-piece scoring, and the eval's sample."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memroute import Memory
+from memroute.embed import CachedEmbedder
+from memroute.errors import InputError
+from memroute.eval.route_eval import spread_sample
+from memroute.routing import AgentRouter, ConversationRouter
+from memroute.routing.cues import read_cues
+from memroute.routing.documents import describe, name_words
+from memroute.routing.policy import PolicyParams, TurnFeatures, margin_for
+from memroute.routing.query import RouterQuery
+from memroute.types import Agent
+
+SHOP = (
+    Agent("Restaurants_2", "Restaurants_2", "Find restaurants and reserve a table",
+          metadata={"capabilities": ["Number of seats to reserve at the restaurant", "Cuisine of the restaurant"]}),
+    Agent("Events_1", "Events_1", "Find concerts and sports games and buy tickets for them",
+          metadata={"capabilities": ["Number of tickets to buy", "Name of the artist or team"]}),
+    Agent("Weather_1", "Weather_1", "Weather forecasts for a city and a date",
+          metadata={"capabilities": ["City to get the weather for", "Chance of rain"]}),
+)
+
+
+@pytest.fixture(scope="module")
+def router(embedder: CachedEmbedder) -> AgentRouter:
+    return AgentRouter(embedder=embedder)
+
+
+def test_margin_rises_for_bare_answers_and_drops_for_new_requests() -> None:
+    p = PolicyParams()
+    answer = margin_for(p, TurnFeatures(read_cues("I want four.", "How many tickets?"), words=2))
+    request = margin_for(p, TurnFeatures(read_cues("I also need a table for two at an Italian place tonight",
+                                                   "Your tickets are booked. Anything else?"), words=8))
+    assert answer > request + 5  # several catalogue-scale units apart
+    # Longer messages earn credit only up to the cap, so languages that need more words are not favoured.
+    assert margin_for(p, TurnFeatures(read_cues("x", None), words=p.length_cap)) == margin_for(
+        p, TurnFeatures(read_cues("x", None), words=p.length_cap * 3))
+    # The challenger standing out of the message's scores lowers the bar; a closing never switches.
+    plain = TurnFeatures(read_cues("find me a concert", None), words=3)
+    assert margin_for(p, plain, standout=5.0) < margin_for(p, plain, standout=1.0)
+    assert margin_for(p, TurnFeatures(read_cues("No thanks, that's all", None), words=2)) == float("inf")
+    assert not read_cues("No, thank you anyway.", None).switch  # "anyway" is no switch
+
+
+def test_version_numbers_are_not_words_of_an_agent() -> None:
+    assert name_words("Restaurants_2") == "Restaurants"
+    assert name_words("summarizer-v2.1") == "summarizer"
+    assert name_words("Top_10") == "Top"
+    assert name_words("42") == "42"  # a name that is only a number keeps it
+    doc = describe(SHOP[0])
+    assert "2" not in doc.doc_tokens and not doc.pieces[0].startswith("Restaurants 2")
+
+
+def test_two_best_pieces_are_averaged(router: AgentRouter) -> None:
+    index = router.index(SHOP)
+    query = router.prepare(RouterQuery(text="two tickets for the football game on Sunday"))
+    strategy = next(s for s in router.strategies if s.name == "embedding")
+    got = strategy.scores(query, index)
+    assert query.vector is not None
+    for i, entry in enumerate(index.entries):
+        assert entry.piece_vectors is not None
+        sims = np.sort(entry.piece_vectors @ query.vector)[::-1]
+        assert got[i] == pytest.approx(float(np.clip(sims[:2].mean(), 0, 1)), abs=1e-5)
+
+
+def test_short_answers_stay_and_a_new_request_moves(memory: Memory, router: AgentRouter) -> None:
+    conv = ConversationRouter(memory, SHOP, router=router)
+    first = conv.route("Find me tickets for a basketball game in Chicago", session="d1")
+    assert first.agent is not None and first.agent.id == "Events_1"
+    memory.add_message("d1", "assistant", "How many tickets do you want, and for which day?")
+    for answer in ("Four.", "The 2nd", "Yes please"):
+        kept = conv.route(answer, session="d1")
+        assert kept.agent is not None and kept.agent.id == "Events_1", (answer, kept.reason)
+        memory.add_message("d1", "assistant", "Okay. Anything else about the game?")
+    memory.add_message("d1", "assistant", "Your 4 tickets are booked. Anything else?")
+    moved = conv.route("I also need a table for four at an Italian restaurant near the arena", session="d1")
+    assert moved.agent is not None and moved.agent.id == "Restaurants_2" and moved.action == "switched"
+    assert "margin" in moved.reason
+
+
+def test_history_does_not_hold_back_a_self_contained_message(memory: Memory, router: AgentRouter) -> None:
+    alone = ConversationRouter(memory, SHOP, router=router).route(
+        "What is the weather forecast for Boston tomorrow, will it rain?", session="fresh")
+    conv = ConversationRouter(memory, SHOP, router=router)
+    conv.route("Book a table for two at a sushi restaurant tonight", session="long")
+    for reply, user in (("Which time?", "At 7 pm, a restaurant table by the window"),
+                        ("Booked. Anything else?", "Thanks!")):
+        memory.add_message("long", "assistant", reply)
+        conv.route(user, session="long")
+    later = conv.route("What is the weather forecast for Boston tomorrow, will it rain?", session="long")
+    assert alone.agent is not None and later.agent == alone.agent and later.action == "switched"
+
+
+def test_spread_sample_is_deterministic_and_covers_the_file() -> None:
+    items = list(range(100))
+    assert spread_sample(items, 4) == [0, 25, 50, 75]
+    assert spread_sample(items, 4) == spread_sample(items, 4)
+    assert spread_sample(items, 500) == items
+    with pytest.raises(InputError, match="at least one"):
+        spread_sample(items, 0)
