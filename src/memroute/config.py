@@ -30,7 +30,7 @@ class Settings:
     owner: str = "default"
     """The owner used by the CLI when ``--owner`` is not given."""
     embedder: str = "use-m3"
-    """Embedding model by name: ``use-m3`` (default) or ``e5-small``."""
+    """Embedding model by name: ``use-m3`` (default), ``e5-small`` or ``use-m3+e5-small``."""
     embed_cache_size: int = 50_000
     """How many embeddings to keep in the per-process cache."""
     busy_timeout_ms: int = 5_000

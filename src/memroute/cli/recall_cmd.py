@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from, settings_from
+from memroute.embed import EMBEDDERS
 from memroute.memory import Memory
 from memroute.retrieval import RecallOptions, Strategy
 
@@ -30,7 +31,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--loo", action="store_true", help="also report leave-one-conversation-out reranker figures")
     p.add_argument("--fit", action="store_true", help="fit the reranker on all conversations and write the "
                                                      "weights the package ships (retrieval/rerank_weights.json)")
-    p.add_argument("--embedder", default="use-m3", choices=["use-m3", "e5-small"])
+    p.add_argument("--embedder", default="use-m3", choices=list(EMBEDDERS))
     p.add_argument("--k-per-query", type=int, default=_DEFAULTS.k_per_query)
     p.add_argument("--max-candidates", type=int, default=_DEFAULTS.max_candidates)
     p.add_argument("--fusion", choices=["minmax", "rrf"], default="minmax")
