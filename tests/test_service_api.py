@@ -214,10 +214,14 @@ def test_forget_everything_of_an_owner(http: httpx.Client) -> None:
 @pytest.mark.usefixtures("demo_loaded")
 def test_metrics_are_prometheus_text(http: httpx.Client) -> None:
     http.post("/v1/recall", json={"text": "Atlas release"})
+    assert http.get("/console/").status_code == 200
+    assert http.get("/no-such-page").status_code == 404
     r = http.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     text = r.text
     assert 'http_requests_total{method="POST",route="/v1/recall",status="200"}' in text
+    assert 'http_requests_total{method="GET",route="/console",status="200"}' in text  # the mount, not the path
+    assert 'http_requests_total{method="GET",route="unmatched",status="404"}' in text
     assert "http_request_latency_ms_bucket" in text and "retrieval_latency_ms_bucket" in text
 
 

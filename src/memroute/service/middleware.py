@@ -96,6 +96,7 @@ class HttpMetrics:
             return
         start = time.perf_counter()
         status = 500
+        root = str(scope.get("root_path", ""))
 
         async def recording_send(message: Message) -> None:
             nonlocal status
@@ -106,7 +107,10 @@ class HttpMetrics:
         try:
             await self.app(scope, receive, recording_send)
         finally:
-            label = str(getattr(scope.get("route"), "path", "")) or "unmatched"
+            # a route's pattern; else the mount that served it (the router extends root_path in place:
+            # /console, /mcp); else "unmatched"
+            mount = str(scope.get("root_path", ""))[len(root):]
+            label = str(getattr(scope.get("route"), "path", "")) or mount or "unmatched"
             method = scope["method"] if scope["method"] in _METHODS else "other"  # a client cannot add labels
             HTTP_REQUESTS.labels(method, label, str(status)).inc()
             HTTP_LATENCY.labels(method, label).observe((time.perf_counter() - start) * 1000.0)
