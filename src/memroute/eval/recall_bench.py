@@ -13,7 +13,8 @@ How the memories are made:
   (``remember_many``: language, tokens, embedding, SQLite): that is the ingest rate reported.
 - Beyond the pool (100k, 1M), memory i reuses pool text ``i % pool`` and its tokens, with the pool
   vector plus Gaussian noise (sigma 0.02 per dimension: cosine ~0.9 to its source, so neighbourhoods stay
-  realistic and no two vectors are equal), written with ``Store.upsert`` directly. Embedding 1M texts
+  realistic and no two vectors are equal), stored by :func:`memroute.eval.store_bench.bulk_copies`, the
+  same copies as ``memroute bench store --pool`` (``upsert`` in batches on SQLite). Embedding 1M texts
   would take ~13 minutes of both cores and measure the encoder, not the recall.
 RSS is the process's peak resident memory (``ru_maxrss``) after the searches.
 """
@@ -34,13 +35,11 @@ import numpy as np
 from memroute.cli.common import emit_json
 from memroute.embed import get_embedder
 from memroute.eval.corpus import real_texts
+from memroute.eval.store_bench import bulk_copies
 from memroute.eval.synthetic import synthetic_memories, synthetic_queries
 from memroute.memory import Memory
 from memroute.retrieval import RecallOptions
-from memroute.stores import MemoryRecord
-from memroute.text import tokenize
 
-NOISE = 0.02
 NOW = datetime(2027, 1, 2, tzinfo=UTC)
 
 
@@ -67,11 +66,7 @@ def bench_recall(n: int, queries: int = 200, pool: int = 20_000, workdir: Path |
         t0 = time.perf_counter()
         mem.remember_many(items, batch_size=256)
         ingest_s = time.perf_counter() - t0
-        bulk_s = 0.0
-        if n > pool:
-            t0 = time.perf_counter()
-            _bulk(mem, items, n, pool)
-            bulk_s = time.perf_counter() - t0
+        bulk_s = bulk_copies(mem, [it["id"] for it in items], n)["seconds"] if n > pool else 0.0
         t0 = time.perf_counter()
         mem.recall("warm-up: load the index", now=NOW, options=options)
         load_s = time.perf_counter() - t0
@@ -107,28 +102,6 @@ def bench_recall(n: int, queries: int = 200, pool: int = 20_000, workdir: Path |
             "stages_ms": {k: _percentiles(v) for k, v in stages.items()}, "empty_answers": empty,
             "no_match_filter_ms": _percentiles(no_match),
             "queries": len(asks), "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-
-
-def _bulk(mem: Memory, items: list[dict[str, Any]], n: int, pool: int) -> None:
-    """Memories ``pool..n``: pool texts and tokens again, with perturbed pool vectors."""
-    owner = mem.owner
-    base = mem.list(limit=pool, owner=owner)
-    by_id = {m.id: m for m in base}
-    ids = [it["id"] for it in items]
-    vecs = mem.store.get_vectors(ids, owner)
-    toks = {i: tokenize(by_id[i].full_text) for i in ids}
-    rng = np.random.default_rng(17)
-    batch: list[MemoryRecord] = []
-    for i in range(pool, n):
-        src = by_id[ids[i % pool]]
-        v = vecs[src.id] + rng.normal(0.0, NOISE, size=mem.embedder.dimension).astype(np.float32)
-        v /= np.linalg.norm(v)
-        batch.append(MemoryRecord(replace(src, id=f"bulk-{i}"), toks[src.id], v))
-        if len(batch) == 5000:
-            mem.store.upsert(batch)
-            batch = []
-    if batch:
-        mem.store.upsert(batch)
 
 
 def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False) -> int:

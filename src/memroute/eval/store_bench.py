@@ -10,7 +10,7 @@ apart). Memory dates are spread over two years.
 
 ``pool`` (``--pool``): only the first ``pool`` memories go through the write path (the ingest rate reported);
 memory ``i`` beyond them is a copy of pool memory ``i % pool`` with its tokens and its vector plus Gaussian
-noise (sigma 0.02 per dimension, cosine ~0.9 to its source, as in :mod:`memroute.eval.recall_bench`), bulk
+noise (sigma 0.02 per dimension, cosine ~0.9 to its source; ``memroute bench recall`` uses the same), bulk
 loaded: ``bulk_load`` with the search indexes rebuilt afterwards where the store has it (PostgreSQL: binary
 COPY, then CREATE INDEX), else ``upsert`` in batches of 5,000. Embedding 1M texts would measure the encoder.
 
@@ -97,7 +97,8 @@ def perturbed_copies(mem: Memory, ids: Sequence[str], n: int) -> Iterator[Memory
     return copies()
 
 
-def _bulk(mem: Memory, ids: Sequence[str], n: int) -> dict[str, Any]:
+def bulk_copies(mem: Memory, ids: Sequence[str], n: int) -> dict[str, Any]:
+    """Store memories ``len(ids)..n`` as :func:`perturbed_copies` of the pool ``ids``; what it took."""
     t0 = time.perf_counter()
     records = perturbed_copies(mem, ids, n)
     store = mem.store
@@ -159,7 +160,7 @@ def bench_one(n: int, queries: int, workdir: Path, store_url: str | None = None,
     t0 = time.perf_counter()
     report = mem.remember_many(items, batch_size=256)
     ingest_s = time.perf_counter() - t0
-    bulk = _bulk(mem, [it["id"] for it in items], n) if n > pool else None
+    bulk = bulk_copies(mem, [it["id"] for it in items], n) if n > pool else None
     flt = mem.filter()
     store = mem.store
     qvecs = mem.embedder.embed(texts, side="query")
