@@ -193,23 +193,24 @@ def fit_calibration(examples: Sequence[FitExample], min_agent_examples: int = 20
             w[keep] = _logistic(x[:, keep], y)
     conf = 1.0 / (1.0 + np.exp(-(x @ w)))
     grid = np.unique(np.r_[0.0, np.round(conf, 4)])
-    if min_oos_recall is not None and (~in_scope).any():
-        return _fit_for_recall(examples, w, conf, correct, in_scope, np.r_[grid, 1.0], min_oos_recall)
-    accs = np.array([_accuracy(conf, correct, in_scope, t) for t in grid])
-    # Among equally good thresholds take the middle one: the flat top of the curve is the robust choice.
-    best = np.flatnonzero(accs >= accs.max() - 1e-9)
-    threshold = float(grid[best[len(best) // 2]])
     predicted = np.array([e.predicted for e in examples])
     per_agent: dict[str, float] = {}
-    for agent in sorted(set(predicted.tolist())):
-        mask = predicted == agent
-        n = int(mask.sum())
-        if n < min_agent_examples:
-            continue
-        local = np.array([_accuracy(conf[mask], correct[mask], in_scope[mask], t) for t in grid])
-        pick = np.flatnonzero(local >= local.max() - 1e-9)
-        t_local = float(grid[pick[len(pick) // 2]])
-        per_agent[agent] = round((n * t_local + prior_weight * threshold) / (n + prior_weight), 4)
+    if min_oos_recall is not None and (~in_scope).any():
+        threshold = _threshold_for_recall(conf[~in_scope], np.r_[grid, 1.0], min_oos_recall)
+    else:
+        accs = np.array([_accuracy(conf, correct, in_scope, t) for t in grid])
+        # Among equally good thresholds take the middle one: the flat top of the curve is the robust choice.
+        best = np.flatnonzero(accs >= accs.max() - 1e-9)
+        threshold = float(grid[best[len(best) // 2]])
+        for agent in sorted(set(predicted.tolist())):
+            mask = predicted == agent
+            n = int(mask.sum())
+            if n < min_agent_examples:
+                continue
+            local = np.array([_accuracy(conf[mask], correct[mask], in_scope[mask], t) for t in grid])
+            pick = np.flatnonzero(local >= local.max() - 1e-9)
+            t_local = float(grid[pick[len(pick) // 2]])
+            per_agent[agent] = round((n * t_local + prior_weight * threshold) / (n + prior_weight), 4)
     calibration = Calibration(float(w[0]), float(w[1]), float(w[2]), round(threshold, 4), per_agent)
     thresholds = np.array([per_agent.get(p, threshold) for p in predicted])
     routed = conf >= thresholds
@@ -220,15 +221,8 @@ def fit_calibration(examples: Sequence[FitExample], min_agent_examples: int = 20
                      float(final.mean()), in_acc, oos_rec)
 
 
-def _fit_for_recall(examples: Sequence[FitExample], w: np.ndarray[Any, Any], conf: np.ndarray[Any, Any],
-                    correct: np.ndarray[Any, Any], in_scope: np.ndarray[Any, Any], grid: np.ndarray[Any, Any],
-                    target: float) -> FitReport:
+def _threshold_for_recall(out_of_scope_conf: np.ndarray[Any, Any], grid: np.ndarray[Any, Any],
+                          target: float) -> float:
     """The lowest threshold whose out-of-scope recall reaches ``target`` (see :func:`fit_calibration`)."""
-    recalls = np.array([float(np.mean(conf[~in_scope] < t)) for t in grid])
-    threshold = float(grid[int(np.flatnonzero(recalls >= target - 1e-9)[0])])
-    routed = conf >= threshold
-    final = np.where(routed, correct, ~in_scope)
-    in_acc = float(np.mean((routed & correct)[in_scope])) if in_scope.any() else 0.0
-    calibration = Calibration(float(w[0]), float(w[1]), float(w[2]), round(threshold, 4), {})
-    return FitReport(calibration, len(examples), float(np.mean(correct)), float(final.mean()), in_acc,
-                     float(np.mean(~routed[~in_scope])))
+    recalls = np.array([float(np.mean(out_of_scope_conf < t)) for t in grid])
+    return float(grid[int(np.flatnonzero(recalls >= target - 1e-9)[0])])
