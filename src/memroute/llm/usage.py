@@ -26,15 +26,29 @@ class StepUsage:
 
 @dataclass
 class LlmUsage:
-    calls: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    fallbacks: int = 0
-    """Steps that wanted the LLM and used the rule result (policy skips are not fallbacks)."""
+    """What the LLM cost over many requests: per step (:class:`StepUsage`), the totals summed from them."""
+
     latencies_ms: list[float] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     by_step: dict[str, StepUsage] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.by_step.values())
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(s.tokens_in for s in self.by_step.values())
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(s.tokens_out for s in self.by_step.values())
+
+    @property
+    def fallbacks(self) -> int:
+        """Steps that wanted the LLM and used the rule result (policy skips are not fallbacks)."""
+        return sum(s.fallbacks for s in self.by_step.values())
 
     def add(self, records: Iterable[Mapping[str, Any]]) -> None:
         for r in records:
@@ -45,16 +59,11 @@ class LlmUsage:
                 step.skipped += 1
                 continue
             if r.get("called"):
-                self.calls += 1
                 step.calls += 1
                 self.latencies_ms.append(float(r.get("latency_ms", 0.0)))
-            tokens_in, tokens_out = int(r.get("tokens_in", 0)), int(r.get("tokens_out", 0))
-            self.tokens_in += tokens_in
-            self.tokens_out += tokens_out
-            step.tokens_in += tokens_in
-            step.tokens_out += tokens_out
+            step.tokens_in += int(r.get("tokens_in", 0))
+            step.tokens_out += int(r.get("tokens_out", 0))
             if fallback:
-                self.fallbacks += 1
                 step.fallbacks += 1
                 self.reasons[fallback] = self.reasons.get(fallback, 0) + 1
 
