@@ -47,6 +47,32 @@ def test_margin_rises_for_bare_answers_and_drops_for_new_requests() -> None:
     assert not read_cues("No, thank you anyway.", None).switch  # "anyway" is no switch
 
 
+@pytest.mark.parametrize(("text", "also", "another"), [
+    ("I also need a taxi to the station", True, False),
+    ("Can you find me a hotel as well?", True, False),
+    ("I'll need a reference number too.", True, False),
+    ("2 stars is too pedestrian for me", False, False),  # "too" as a degree word adds nothing
+    ("What's another one?", False, True),
+    ("Show me one more option", False, True),
+    ("あと、ホテルも探してください", True, False),
+    ("別のレストランはありますか", False, True),
+    ("그리고 호텔도 찾아 주세요", True, False),
+    ("The 2nd one", False, False),
+])
+def test_adding_a_task_and_asking_for_another_are_different_cues(text: str, also: bool, another: bool) -> None:
+    cues = read_cues(text, None)
+    assert (cues.also, cues.another) == (also, another)
+
+
+def test_also_lowers_the_bar_and_another_raises_it() -> None:
+    p = PolicyParams()
+    words = 4
+    plain = margin_for(p, TurnFeatures(read_cues("find me a taxi please", None), words=words))
+    added = margin_for(p, TurnFeatures(read_cues("also find me a taxi", None), words=words))
+    more = margin_for(p, TurnFeatures(read_cues("find me another taxi", None), words=words))
+    assert added < plain < more
+
+
 def test_version_numbers_are_not_words_of_an_agent() -> None:
     assert name_words("Restaurants_2") == "Restaurants"
     assert name_words("summarizer-v2.1") == "summarizer"

@@ -46,6 +46,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    help="only N dialogues spread evenly over the file (every k-th): a quick, deterministic "
                    "subset that covers every service (the first N of a file grouped by service do not)")
     add_llm_options(e)
+    e.add_argument("--embedder", default="use-m3",
+                   help="encoder of the router (default use-m3; use-m3+e5-small is slower and better in Japanese)")
     e.add_argument("--json", action="store_true", help="machine-readable JSON output")
     e.set_defaults(handler=_eval_route)
 
@@ -89,7 +91,7 @@ def _route(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     agents = _catalogue(args.agents)
     calibration = Calibration.load(args.thresholds) if args.thresholds else None
-    router = AgentRouter(calibration=calibration, llm=assistant_from_settings(settings))
+    router = AgentRouter(embedder=settings.embedder, calibration=calibration, llm=assistant_from_settings(settings))
     if args.session:
         from memroute.memory import Memory
 
@@ -126,7 +128,9 @@ def _fit(args: argparse.Namespace) -> int:
             raise InputError(f"{args.examples}: every line needs a text (and a label: an agent id or oos)")
         label = str(rec.get("label", rec.get("agent", "")) or "")
         examples.append(LabelledExample(str(rec["text"]), None if not label or is_out_of_scope(label) else label))
-    report = fit(AgentRouter(), agents, examples, min_oos_recall=args.min_oos_recall)
+    # The thresholds belong to the encoder that scores: the same one `memroute route` and the service use.
+    report = fit(AgentRouter(embedder=settings_from(args).embedder), agents, examples,
+                 min_oos_recall=args.min_oos_recall)
     report.calibration.save(args.out)
     if args.json:
         emit_json({**report.as_dict(), "out": args.out})
@@ -143,7 +147,8 @@ def _eval_route(args: argparse.Namespace) -> int:
     from memroute.eval.route_eval import run_route_eval
 
     report = run_route_eval(args.data, args.candidates, split=args.split, limit=args.limit,
-                            show_progress=not args.json, llm=llm_from(args), sample=args.sample)
+                            show_progress=not args.json, llm=llm_from(args), sample=args.sample,
+                            embedder=args.embedder)
     if args.json:
         emit_json(report.as_dict())
     else:

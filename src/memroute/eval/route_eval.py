@@ -59,7 +59,7 @@ def spread_sample(items: Sequence[T], size: int) -> list[T]:
 def run_route_eval(data: str | Path, candidates: str | Path, split: str | None = None,
                    limit: int | None = None, params: PolicyParams | None = None,
                    show_progress: bool = False, llm: LlmAssistant | None = None,
-                   sample: int | None = None) -> RouteEvalReport:
+                   sample: int | None = None, embedder: str = "use-m3") -> RouteEvalReport:
     """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file."""
     from tqdm import tqdm
 
@@ -72,7 +72,7 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
         dialogues = spread_sample(dialogues, sample)
     split = split if split is not None else Path(data).stem
     agents = load_candidates(candidates, split)
-    router = AgentRouter(llm=llm)
+    router = AgentRouter(embedder=embedder, llm=llm)
     usage = LlmUsage()
     memory = Memory.open("sqlite://:memory:", owner="eval", embedder=router.embedder)
     conv = ConversationRouter(memory, agents, router=router, params=params, use_memories=False, candidates=2)

@@ -12,10 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# "Also" adds a task ("I also need a taxi", "a hotel as well", 「あと、ホテルも」); "another" usually asks for
+# more of the same ("another one?", "what's next?"). In SGD dev a turn with the first kind moves to a new
+# service far more often than one with only the second, so they are separate cues with separate weights.
 _ALSO = re.compile(
-    r"\b(also|too|as well|another|one more|in addition|additionally|besides|and then|next)\b"
-    r"|(あと|それと|それから|また|ついでに|次に|別の|他にも|ほかにも)"
-    r"|(그리고|또|추가로|다음으로|그 다음)", re.IGNORECASE)
+    r"\b(also|as well|in addition|additionally|besides)\b|\btoo\b(?=\s*[.!?,]|\s*$)"
+    r"|(あと|それと|それから|ついでに|他にも|ほかにも)"
+    r"|(그리고|추가로)", re.IGNORECASE)
+_ANOTHER = re.compile(
+    r"\b(another|one more|and then|next)\b|(また|次に|別の)|(또|다음으로|그 다음)", re.IGNORECASE)
 _REQUEST = re.compile(
     r"\b(i need|i want|i'd like|i would like|i'm looking|i am looking|can you|could you|please (find|get|book|"
     r"search|help)|find me|help me|search for|look for|i'm interested|i am interested)\b"
@@ -42,6 +47,7 @@ class Cues:
     """What the last exchange says about leaving the current agent (names, for explanations)."""
 
     also: bool = False
+    another: bool = False
     request: bool = False
     switch: bool = False
     closing: bool = False
@@ -49,17 +55,20 @@ class Cues:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(n for n in ("also", "request", "switch", "closing", "assistant_done") if getattr(self, n))
+        names = ("also", "another", "request", "switch", "closing", "assistant_done")
+        return tuple(n for n in names if getattr(self, n))
 
 
 def read_cues(user_text: str, assistant_text: str | None) -> Cues:
     text = user_text.strip()
     return Cues(
         also=bool(_ALSO.search(text)),
+        another=bool(_ANOTHER.search(text)),
         request=bool(_REQUEST.search(text)),
         switch=bool(_SWITCH.search(text)),
         # A closing is short and asks for nothing new: "No thanks, that's all", not "Thanks! Now a taxi".
         closing=bool(_CLOSING.search(text)) and len(text.split()) <= 15 and len(text) <= 90
-        and "?" not in text and "？" not in text and not _REQUEST.search(text) and not _ALSO.search(text),
+        and "?" not in text and "？" not in text and not _REQUEST.search(text) and not _ALSO.search(text)
+        and not _ANOTHER.search(text),
         assistant_done=bool(assistant_text and _ASSISTANT_DONE.search(assistant_text)),
     )

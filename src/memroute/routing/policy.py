@@ -11,7 +11,7 @@ normalised scores of every user and assistant turn since the last switch. Each u
    SGD's 17 candidates to MultiWOZ's 8). The margin is a linear rule over what the message is like
    (:func:`margin_for`): it drops when the challenger stands out of the message's own scores, when the
    message is longer (a bare answer such as "I want four." or "the 2nd" almost never starts a new task),
-   is a question or a new request, says "also", follows an assistant turn that finished a task or offered
+   is a question or a new request, adds a task ("also"), follows an assistant turn that finished a task or offered
    more help, or announces a switch ("by the way"); a closing ("thanks, that's all") never switches.
 3. Otherwise the turn joins the evidence and the current agent is revised to the evidence's best: most
    "stay" errors are inherited from a wrong first turn, and later turns (and the assistant's replies)
@@ -55,8 +55,10 @@ class PolicyParams:
     """Longer messages get no more credit: languages differ in how many words a request takes."""
     request: float = 0.25
     """... when the user phrases a new request ("I need", "can you find", 「探して」)."""
-    also: float = 0.16
-    """... after "also", "another", 「あと」."""
+    also: float = 1.16
+    """... when the user adds a task: "also", "as well", 「あと」, "그리고"."""
+    another: float = -0.3
+    """... after "another", "one more", "next": more of the same more often than a new task, so it raises the bar."""
     assistant_done: float = 1.3
     """... after an assistant turn that finished a task or offered more help."""
     question: float = 0.22
@@ -101,7 +103,7 @@ def margin_for(params: PolicyParams, message: TurnFeatures, standout: float = 0.
         return float("inf")
     terms = (params.bias + params.standout * standout
              + params.length * math.log1p(min(message.words, params.length_cap))
-             + params.request * cues.request + params.also * cues.also
+             + params.request * cues.request + params.also * cues.also + params.another * cues.another
              + params.assistant_done * cues.assistant_done + params.switch * cues.switch
              + params.question * message.question + params.follow_up * message.follow_up)
     return -terms / max(params.lead, 1e-6)
