@@ -12,7 +12,7 @@ from memroute.eval.route_eval import spread_sample
 from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.cues import read_cues
 from memroute.routing.documents import describe, name_words
-from memroute.routing.policy import PolicyParams, TurnFeatures, margin_for
+from memroute.routing.policy import PolicyParams, TurnFeatures, margin_for, user_step
 from memroute.routing.query import RouterQuery
 from memroute.types import Agent
 
@@ -71,6 +71,20 @@ def test_also_lowers_the_bar_and_another_raises_it() -> None:
     added = margin_for(p, TurnFeatures(read_cues("also find me a taxi", None), words=words))
     more = margin_for(p, TurnFeatures(read_cues("find me another taxi", None), words=words))
     assert added < plain < more
+
+
+def test_revising_the_task_needs_a_lead_not_a_near_tie() -> None:
+    p = PolicyParams()
+    allowed = np.ones(3, dtype=np.bool_)
+    answer = TurnFeatures(read_cues("free parking, please", None), words=2)
+    scores = np.array([0.30, 0.31, 0.10], dtype=np.float32)  # the turn itself barely prefers agent 1
+    near_tie = np.array([1.0, 0.9, -2.0], dtype=np.float32)
+    step = user_step(p, scores, allowed, 0, near_tie, answer, floor=0.05)
+    lead = float(step.evidence[1] - step.evidence[0])
+    assert 0 < lead <= p.revise_lead and step.action == "stayed" and step.current == 0
+    behind = np.array([1.0, 1.5, -2.0], dtype=np.float32)  # the evidence already favoured agent 1
+    step = user_step(p, scores, allowed, 0, behind, answer, floor=0.05)
+    assert step.action == "revised" and step.current == 1
 
 
 def test_version_numbers_are_not_words_of_an_agent() -> None:
