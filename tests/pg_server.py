@@ -10,13 +10,17 @@ written with ``ALTER SYSTEM`` and the server restarted once to apply them.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _counter = itertools.count()
 
@@ -57,6 +61,42 @@ class PgServer:
     def stop(self) -> None:
         self.server.cleanup()
         self._tmp.cleanup()
+
+
+class SyncOverAsync:
+    """An :class:`~memroute.stores.AsyncStore` seen through the sync ``Store`` protocol, so that the store
+    conformance suite runs unchanged against the async PostgreSQL store: every call is awaited on an event
+    loop of its own (in a thread), the loop the store's asyncio pool belongs to."""
+
+    def __init__(self, url: str) -> None:
+        from memroute.stores import open_async_store
+
+        self.url = url
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.store = self._await(open_async_store(url))
+
+    def _await(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.store, name)
+        if name.startswith("iter_"):
+            return lambda *args: iter(self._await(_collect(method(*args))))
+        return lambda *args, **kwargs: self._await(method(*args, **kwargs))
+
+    def close(self) -> None:
+        try:
+            self._await(self.store.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+
+async def _collect(items: AsyncIterator[T]) -> list[T]:
+    return [item async for item in items]
 
 
 def pg_server_fixture() -> Iterator[PgServer]:

@@ -19,6 +19,7 @@ from memroute.cli import main
 from memroute.embed import CachedEmbedder
 from memroute.stores import MemoryRecord, open_store
 from memroute.stores.copy import store_checksum
+from memroute.stores.pg_sql import SEARCH_INDEXES
 from memroute.types import MemoryItem, SearchFilter
 from tests.pg_server import PgServer
 
@@ -232,3 +233,79 @@ def test_eight_processes_for_a_minute(pg_server: PgServer) -> None:
     store = open_store(url)
     assert store.count() == written  # nothing lost
     store.close()
+
+
+def test_migration_3_moves_lexical_data_of_an_existing_store(pg_server: PgServer) -> None:
+    from memroute.stores.migrations.postgres import MIGRATIONS
+
+    url = pg_server.new_database()
+    with psycopg.connect(url, autocommit=True) as conn:  # a store as memroute left it at schema version 2
+        for _number, _name, ddl in MIGRATIONS[:2]:
+            conn.execute(ddl)
+        conn.execute("INSERT INTO memroute_meta VALUES ('schema_version', '2'), ('model_id', 'm'), ('dimension', '4')")
+        conn.execute("ALTER TABLE memroute_memories ALTER COLUMN embedding TYPE vector(4)")
+        for i, (tokens, ctx) in enumerate([("kiwi mango", ""), ("mango", "kiwi papaya"), ("lime", "")]):
+            conn.execute("INSERT INTO memroute_memories (owner, id, kind, text, created_at, tokens, context_tokens, "
+                         "len_own, len_ctx, tsv_own, tsv_ctx, embedding, archived) VALUES ('o', %s, 'note', %s, "
+                         "now(), %s, %s, %s, %s, array_to_tsvector(string_to_array(%s, ' ', '')), "
+                         "array_to_tsvector(string_to_array(%s, ' ', '')), %s, %s)",
+                         (f"m{i}", tokens, tokens, ctx, len(tokens.split()), len(ctx.split()), tokens, ctx,
+                          f"[1,{i},0,1]", i == 2))
+    store = open_store(url)
+    store.bind_model("m", 4)
+    flt = SearchFilter(owner="o")
+    assert [h.id for h in store.search_bm25(["mango"], flt, 5)] == ["m1", "m0"]  # the shorter row first
+    assert [h.id for h in store.search_bm25(["kiwi"], flt, 5, weights=(1.0, 0.5))] == ["m0", "m1"]
+    assert store.search_bm25(["lime"], flt, 5) == []  # the archived flag came along
+    assert [h.id for h in store.search_bm25(["lime"], SearchFilter(owner="o", include_archived=True), 5)] == ["m2"]
+    assert {r.memory.id: (list(r.tokens), list(r.context_tokens)) for r in store.iter_records()} == {
+        "m0": (["kiwi", "mango"], []), "m1": (["mango"], ["kiwi", "papaya"]), "m2": (["lime"], [])}
+    assert store.stats().schema_version == MIGRATIONS[-1][0]
+    assert store.delete(["m0"], "o") == 1
+    with psycopg.connect(url) as conn:
+        columns = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                              "table_name = 'memroute_memories'")}
+        assert not columns & {"tokens", "tsv_own", "len_own"}
+        lexical = conn.execute("SELECT id FROM memroute_lexical ORDER BY id").fetchall()
+        assert [r[0] for r in lexical] == ["m1", "m2"]  # the deleted memory's lexical row went with it
+    store.close()
+
+
+def _search_indexes(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE ANY "
+                                           "(ARRAY['%embedding', '%tsv_own', '%tsv_ctx'])")}
+
+
+def test_copy_into_postgres_bulk_loads_resumably(pg_server: PgServer, tmp_path: Path) -> None:
+    from memroute.stores.copy import copy_store
+
+    src = open_store(f"sqlite:///{tmp_path / 'bulk.db'}")
+    src.bind_model("m", 4)
+    rng = np.random.default_rng(5)
+    src.upsert([MemoryRecord(MemoryItem(id=f"m{i}", owner=f"o{i % 3}", text=f"t{i}"), [f"t{i}", "common"],
+                             rng.standard_normal(4).astype(np.float32), ["ctx"] if i % 2 else [])
+                for i in range(95)])
+    pg_url = pg_server.new_database()
+    dst = open_store(pg_url)
+    assert _search_indexes(pg_url) == {"memroute_lexical_tsv_own", "memroute_lexical_tsv_ctx"}  # no model yet
+    batches: list[int] = []
+
+    def interrupt(n: int) -> None:
+        batches.append(n)
+        if len(batches) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        copy_store(src, dst, batch_size=20, progress=interrupt)
+    # the two batches and their progress committed together; the indexes wait for the end of the copy
+    assert dst.count() == 40 and dst.get_state("copy", src.url) == {"memories": 40}
+    assert _search_indexes(pg_url) == set()
+    report = copy_store(src, dst, batch_size=20)
+    assert (report.resumed_from, report.memories) == (40, 95)
+    assert _search_indexes(pg_url) == {name for name, _, _ in SEARCH_INDEXES}
+    assert store_checksum(dst) == store_checksum(src)
+    assert [h.id for h in dst.search_bm25(["t7"], SearchFilter(owner="o1"), 5)] == ["m7"]
+    assert len(dst.search_bm25(["ctx"], SearchFilter(owner="o1"), 50, weights=(1.0, 0.5))) == 16
+    src.close()
+    dst.close()

@@ -1,4 +1,6 @@
-"""The store contract, run unchanged against every backend: SQLite (file and in memory) and PostgreSQL.
+"""The store contract, run unchanged against every backend: SQLite (file and in memory) and PostgreSQL, the
+latter through the sync store and through the asyncio store (``postgres-async``: each call awaited on an
+event loop of its own, see ``tests.pg_server.SyncOverAsync``).
 
 These tests talk to the Store protocol directly with hand-made vectors: the store never embeds, so the
 contract is independent of any model.
@@ -16,18 +18,19 @@ import pytest
 from memroute.errors import InputError, ModelMismatchError
 from memroute.stores import MemoryRecord, Store, open_store
 from memroute.types import MemoryItem, MemoryKind, Message, SearchFilter, Sensitivity
+from tests.pg_server import SyncOverAsync
 
 DIM = 8
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
-@pytest.fixture(params=["sqlite-file", "sqlite-memory", "postgres"])
+@pytest.fixture(params=["sqlite-file", "sqlite-memory", "postgres", "postgres-async"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "postgres":
+    if request.param.startswith("postgres"):
         url = request.getfixturevalue("pg_server").new_database()
     else:
         url = f"sqlite:///{tmp_path / 'c.db'}" if request.param == "sqlite-file" else "sqlite://:memory:"
-    st = open_store(url)
+    st: Store = SyncOverAsync(url) if request.param == "postgres-async" else open_store(url)  # type: ignore[assignment]
     st.bind_model("test-model", DIM)
     yield st
     st.close()

@@ -12,7 +12,7 @@ from memroute.retrieval.decide import Relevance, should_inject
 from memroute.retrieval.expand import ExpandedQuery, expand
 from memroute.retrieval.fusion import RRF_K, minmax, rrf, weighted_minmax
 from memroute.retrieval.options import Fusion, RecallOptions, Strategy
-from memroute.retrieval.orchestrator import recall
+from memroute.retrieval.orchestrator import recall, recall_async
 from memroute.retrieval.rerank import FEATURES, RerankModel, default_model
 from memroute.retrieval.result import Recall, RecalledMemory
 from memroute.retrieval.strategy import SearchParams, search_params, select_strategy
@@ -37,6 +37,7 @@ __all__ = [
     "expand",
     "minmax",
     "recall",
+    "recall_async",
     "rrf",
     "search_params",
     "select_strategy",

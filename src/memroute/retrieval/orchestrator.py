@@ -3,6 +3,8 @@
     analyse + expand -> select strategy -> search -> fuse -> dedupe + decay -> rerank -> decide -> trace
 
 Every stage is timed into the trace; the Prometheus metrics of seed 003 are updated on the way out.
+The pipeline is written once, as :func:`recall_steps`, a generator of store calls (:mod:`memroute.stores.calls`):
+:func:`recall` runs it on a sync store, :func:`recall_async` on an asyncio one.
 With an :class:`~memroute.llm.LlmAssistant`, expansion and rerank also ask the LLM when its policy says so
 (:mod:`memroute.retrieval.llm_steps`); every LLM step, called or skipped, is in ``trace.llm``.
 Bad input never raises past validation: an empty message, a lone pronoun with nothing to resolve it, or a
@@ -40,10 +42,11 @@ from memroute.retrieval.rerank import (
     speaker_of,
 )
 from memroute.retrieval.result import Recall, RecalledMemory
-from memroute.retrieval.search import run_searches
+from memroute.retrieval.search import search_steps
 from memroute.retrieval.strategy import search_params, select_strategy
 from memroute.retrieval.trace import CandidateTrace, RecallTrace, SearchTrace
-from memroute.stores import Store
+from memroute.stores import AsyncStore, Store
+from memroute.stores.calls import Call, Steps, run_steps, run_steps_async
 from memroute.text import tokenize
 from memroute.types import Language, MemoryKind, Message, SearchFilter, Sensitivity, as_utc, utcnow
 
@@ -60,6 +63,25 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
     dicts); ``now`` is the time the message is sent (default: the clock); ``model`` replaces the shipped
     reranker weights; ``llm`` adds LLM expansion and rerank (``options.llm=False`` turns it off for a call).
     """
+    return run_steps(store, recall_steps(embedder, text, owner=owner, recent_messages=recent_messages, now=now,
+                                         options=options, model=model, llm=llm))
+
+
+async def recall_async(store: AsyncStore, embedder: Embedder, text: str, *, owner: str,
+                       recent_messages: Iterable[Message | Mapping[str, Any]] | None = None,
+                       now: datetime | str | None = None, options: RecallOptions | None = None,
+                       model: RerankModel | None = None, llm: LlmAssistant | None = None) -> Recall:
+    """:func:`recall` on an async store: its searches and loads are awaited on the event loop (the searches
+    concurrently); analysis, embedding, fusion, rerank and the LLM steps run in a worker thread."""
+    return await run_steps_async(store, recall_steps(embedder, text, owner=owner, recent_messages=recent_messages,
+                                                     now=now, options=options, model=model, llm=llm))
+
+
+def recall_steps(embedder: Embedder, text: str, *, owner: str,
+                 recent_messages: Iterable[Message | Mapping[str, Any]] | None = None,
+                 now: datetime | str | None = None, options: RecallOptions | None = None,
+                 model: RerankModel | None = None, llm: LlmAssistant | None = None) -> Steps[Recall]:
+    """The pipeline of :func:`recall`, yielding its store calls (:mod:`memroute.stores.calls`)."""
     opts = (options or RecallOptions()).validated()
     t_start = time.perf_counter()
     stages: dict[str, float] = {}
@@ -116,8 +138,8 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
     if tr is not None:
         time_flt = replace(flt, start=tr.start, end=tr.end - timedelta(microseconds=1))
     t0 = time.perf_counter()
-    out = run_searches(store, embedder, queries, params, flt, time_flt, opts.context_weight, opts.parallel,
-                       opts.max_candidates)
+    out = yield from search_steps(embedder, queries, params, flt, time_flt, opts.context_weight, opts.parallel,
+                                  opts.max_candidates)
     stages["embed"] = out.embed_ms
     stages["search"] = (time.perf_counter() - t0) * 1000 - out.embed_ms
 
@@ -129,9 +151,9 @@ def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
         fused = weighted_minmax([s.hits for s in lists], [s.weight for s in lists])
     pool = ranked(fused)[: opts.max_candidates + 10]  # room for the near-duplicates dedupe drops
     per_list = {s.name: minmax(s.hits) for s in lists}
-    items = {m.id: m for m in store.get([i for i, _ in pool], owner)}
+    items = {m.id: m for m in (yield Call("get", ([i for i, _ in pool], owner)))}
     pool = [(i, s) for i, s in pool if i in items]
-    vectors = store.get_vectors([i for i, _ in pool], owner) if pool else {}
+    vectors = (yield Call("get_vectors", ([i for i, _ in pool], owner))) if pool else {}
     duplicates = near_duplicates([i for i, _ in pool], vectors, opts.dedupe_threshold,
                                  {i: items[i].full_text for i, _ in pool}) \
         if opts.dedupe_threshold is not None else {}

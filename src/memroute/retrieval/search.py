@@ -5,16 +5,16 @@ query only, whose vector text already carries the recent turns and the resolved 
 KNN is a full pass over the owner's vectors, ~60-100 ms at 1M: one per recall is the budget); with a
 time range (temporal strategy), the same two searches again inside the range, or the newest memories
 of the range when the message has no content words ("what did we talk about last week?"). Each search
-is a weighted list for fusion. Sequential by default: each search takes about a millisecond at 10k
-memories, less than a thread hand-off costs on 2 cores; ``parallel=True`` runs them in a small thread
-pool (numpy and SQLite release the GIL), for larger stores on idle cores.
+is a weighted list for fusion. On a sync store the searches run in turn by default: each takes about a
+millisecond at 10k memories, less than a thread hand-off costs on 2 cores; ``parallel=True`` runs them in
+a small thread pool (numpy and SQLite release the GIL), for larger stores on idle cores. On an async store
+(PostgreSQL under ``AsyncMemory``) they always run concurrently, each on a connection of the pool.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -24,6 +24,7 @@ from memroute.embed import Embedder
 from memroute.retrieval.expand import ExpandedQuery
 from memroute.retrieval.strategy import SearchParams
 from memroute.stores import Store
+from memroute.stores.calls import Call, Gather, Steps, run_steps
 from memroute.text import tokenize
 from memroute.types import ScoredId, SearchFilter
 
@@ -57,10 +58,14 @@ class SearchOutput:
     embed_ms: float
 
 
-def run_searches(store: Store, embedder: Embedder, queries: Sequence[ExpandedQuery], params: SearchParams,
-                 flt: SearchFilter, time_flt: SearchFilter | None, context_weight: float,
-                 parallel: bool = False, first_limit: int | None = None) -> SearchOutput:
-    """``params.limit`` results per search; the original query's (index 0) get ``first_limit`` if larger."""
+def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: SearchParams, flt: SearchFilter,
+                 time_flt: SearchFilter | None, context_weight: float, parallel: bool = False,
+                 first_limit: int | None = None) -> Steps[SearchOutput]:
+    """``params.limit`` results per search; the original query's (index 0) get ``first_limit`` if larger.
+
+    The searches are yielded as one :class:`~memroute.stores.calls.Gather` (see :mod:`memroute.stores.calls`):
+    a sync store runs them in turn (or in two threads with ``parallel``), an async one concurrently.
+    """
     tokens = [tokenize(q.text)[:QUERY_TOKENS] for q in queries]
     vectors: npt.NDArray[np.float32] | None = None
     embed_ms = 0.0
@@ -70,46 +75,38 @@ def run_searches(store: Store, embedder: Embedder, queries: Sequence[ExpandedQue
         vectors = embedder.embed([queries[0].embed_text[:EMBED_CHARS]], side="query")
         embed_ms = (time.perf_counter() - t0) * 1000
     weights = (1.0, context_weight)
-    jobs: list[tuple[SearchList, Callable[[], list[ScoredId]]]] = []
+    jobs: list[tuple[SearchList, Call]] = []
     for i, q in enumerate(queries):
         limit = max(params.limit, first_limit or 0) if i == 0 else params.limit
         if params.uses_keyword and tokens[i]:
             jobs.append((SearchList("bm25", i, params.keyword_weight * q.weight),
-                         _bm25(store, tokens[i], flt, limit, weights)))
+                         Call("search_bm25", (tokens[i], flt, limit, weights))))
         if params.uses_vector and vectors is not None and i == 0:
             jobs.append((SearchList("vector", i, params.vector_weight * q.weight),
-                         _vector(store, vectors[0], flt, limit, params.similarity_threshold)))
+                         Call("search_vector", (vectors[0], flt, limit))))
     if time_flt is not None and params.uses_time:
         if tokens[0]:
             share = params.time_weight
             jobs.append((SearchList("time_bm25", 0, share * max(params.keyword_weight, 0.5)),
-                         _bm25(store, tokens[0], time_flt, params.limit, weights)))
+                         Call("search_bm25", (tokens[0], time_flt, params.limit, weights))))
             if vectors is not None:
                 jobs.append((SearchList("time_vector", 0, share * max(params.vector_weight, 0.5)),
-                             _vector(store, vectors[0], time_flt, params.limit, params.similarity_threshold)))
+                             Call("search_vector", (vectors[0], time_flt, params.limit))))
         else:
-            jobs.append((SearchList("time", 0, params.time_weight),
-                         lambda: store.search_time(time_flt, params.limit)))
-    if parallel and len(jobs) > 1:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            done = list(pool.map(_timed, [fn for _, fn in jobs]))
-    else:
-        done = [_timed(fn) for _, fn in jobs]
-    lists = [replace(spec, hits=hits, ms=ms) for (spec, _), (hits, ms) in zip(jobs, done, strict=True)]
+            jobs.append((SearchList("time", 0, params.time_weight), Call("search_time", (time_flt, params.limit))))
+    done: list[tuple[list[ScoredId], float]] = (yield Gather(tuple(c for _, c in jobs), parallel)) if jobs else []
+    lists = [replace(spec, hits=_thresholded(spec, hits, params.similarity_threshold), ms=ms)
+             for (spec, _), (hits, ms) in zip(jobs, done, strict=True)]
     return SearchOutput(lists, vectors, tokens, embed_ms)
 
 
-def _timed(fn: Callable[[], list[ScoredId]]) -> tuple[list[ScoredId], float]:
-    t0 = time.perf_counter()
-    hits = fn()
-    return hits, (time.perf_counter() - t0) * 1000
+def run_searches(store: Store, embedder: Embedder, queries: Sequence[ExpandedQuery], params: SearchParams,
+                 flt: SearchFilter, time_flt: SearchFilter | None, context_weight: float,
+                 parallel: bool = False, first_limit: int | None = None) -> SearchOutput:
+    """:func:`search_steps` on a sync store."""
+    return run_steps(store, search_steps(embedder, queries, params, flt, time_flt, context_weight, parallel,
+                                         first_limit))
 
 
-def _bm25(store: Store, tokens: list[str], flt: SearchFilter, limit: int,
-          weights: tuple[float, float]) -> Callable[[], list[ScoredId]]:
-    return lambda: store.search_bm25(tokens, flt, limit, weights)
-
-
-def _vector(store: Store, vec: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
-            threshold: float) -> Callable[[], list[ScoredId]]:
-    return lambda: [h for h in store.search_vector(vec, flt, limit) if h.score >= threshold]
+def _thresholded(spec: SearchList, hits: list[ScoredId], threshold: float) -> list[ScoredId]:
+    return [h for h in hits if h.score >= threshold] if spec.kind in ("vector", "time_vector") else hits

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from memroute.errors import ConfigError
-from memroute.stores.base import MemoryRecord, Store, StoreStats
+from memroute.stores.base import AsyncStore, MemoryRecord, Store, StoreStats
 
 
 def open_store(url: str, busy_timeout_ms: int = 5000) -> Store:
@@ -28,7 +28,7 @@ def open_store(url: str, busy_timeout_ms: int = 5000) -> Store:
         if query not in ("", "mode=ro", "mode=rw"):
             raise ConfigError(f"store URL {url!r}: the only option is ?mode=ro (read-only)")
         return SQLiteStore(path, busy_timeout_ms, read_only=query == "mode=ro")
-    if url.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(url):
         from memroute.stores.postgres import PostgresStore
 
         return PostgresStore(url)
@@ -36,4 +36,18 @@ def open_store(url: str, busy_timeout_ms: int = 5000) -> Store:
                       "postgresql://user:password@host/dbname")
 
 
-__all__ = ["MemoryRecord", "Store", "StoreStats", "open_store"]
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+async def open_async_store(url: str) -> AsyncStore:
+    """Open (creating and migrating if needed) a store with native asyncio I/O: PostgreSQL only."""
+    if not is_postgres_url(url):
+        raise ConfigError(f"store URL {url!r}: only postgresql:// stores have an asyncio driver; SQLite runs in "
+                          "worker threads (AsyncMemory does that by itself)")
+    from memroute.stores.postgres_async import AsyncPostgresStore
+
+    return await AsyncPostgresStore.open(url)
+
+
+__all__ = ["AsyncStore", "MemoryRecord", "Store", "StoreStats", "is_postgres_url", "open_async_store", "open_store"]

@@ -2,16 +2,21 @@
 
 Memories are copied in batches with their tokens and vectors as they are (nothing is re-embedded), then
 the conversation log and the named state. Progress is recorded in the target after every batch, so an
-interrupted copy resumes where it stopped; upserts by (owner, id) make a repeated batch harmless. At the
+interrupted copy resumes where it stopped; writes by (owner, id) make a repeated batch harmless. At the
 end both stores are compared: counts, and an order-independent checksum over every memory's content.
+
+A target with ``bulk_load`` (PostgreSQL) gets each batch by binary COPY, its progress saved in the batch's
+own transaction. Into an empty target the search indexes are dropped first and built once at the end
+(growing an HNSW graph row by row writes ~100 rows/s; building it afterwards is over ten times faster,
+docs/benchmarks.md); a resumed copy builds them at its end too.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -19,6 +24,19 @@ from memroute.errors import ModelMismatchError, StoreError
 from memroute.stores.base import MemoryRecord, Store
 
 _NAMESPACE = "copy"
+
+
+@runtime_checkable
+class BulkTarget(Protocol):
+    """A store that loads many records in one transaction (:meth:`PostgresStore.bulk_load`)."""
+
+    def bulk_load(self, records: Iterable[MemoryRecord], rebuild_indexes: bool = False,
+                  progress: Callable[[int], Any] | None = None,
+                  state: tuple[str, str, dict[str, Any]] | None = None, analyze: bool = True) -> int: ...
+
+    def drop_search_indexes(self) -> None: ...
+
+    def create_search_indexes(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +80,19 @@ def copy_store(source: Store, target: Store, batch_size: int = 500,
         raise ModelMismatchError(f"cannot copy: {exc}") from exc
     key = source.url
     done = int((target.get_state(_NAMESPACE, key) or {}).get("memories", 0))
+    bulk = target if isinstance(target, BulkTarget) else None
+    if bulk is not None and done == 0 and target.count() == 0:
+        bulk.drop_search_indexes()
+
+    def write(batch: list[MemoryRecord], copied: int) -> None:
+        if bulk is not None:
+            bulk.bulk_load(batch, state=(_NAMESPACE, key, {"memories": copied}), analyze=False)
+        else:
+            target.upsert(batch)
+            target.put_state(_NAMESPACE, key, {"memories": copied})
+        if progress:
+            progress(len(batch))
+
     batch: list[MemoryRecord] = []
     copied = 0
     for rec in source.iter_records(batch_size):
@@ -70,16 +101,12 @@ def copy_store(source: Store, target: Store, batch_size: int = 500,
             continue
         batch.append(rec)
         if len(batch) >= batch_size:
-            target.upsert(batch)
-            target.put_state(_NAMESPACE, key, {"memories": copied})
-            if progress:
-                progress(len(batch))
+            write(batch, copied)
             batch = []
     if batch:
-        target.upsert(batch)
-        target.put_state(_NAMESPACE, key, {"memories": copied})
-        if progress:
-            progress(len(batch))
+        write(batch, copied)
+    if bulk is not None:
+        bulk.create_search_indexes()  # the ones dropped above, also when this run resumed an earlier one
     messages = 0
     if not (target.get_state(_NAMESPACE, key) or {}).get("messages_done"):
         chunk = []

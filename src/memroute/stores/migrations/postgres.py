@@ -70,7 +70,43 @@ M002_INLINE_VECTORS = """
 ALTER TABLE memroute_memories ALTER COLUMN embedding SET STORAGE MAIN;
 """
 
+M003_LEXICAL_TABLE = """
+-- BM25 ranks every row a query term matches (ts_rank over the GIN bitmap's rows). In memroute_memories each
+-- of those rows fills an 8 kB page of its own (the 2 kB inline vector): 36,850 matching rows of a 1M store
+-- read 36,000 pages (1.1 s, measured). Here the lexical data and the filter columns BM25 needs sit in a
+-- narrow row of their own (~25 to a page). Writes change both tables in one statement; a deleted memory's
+-- row goes with it. The dropped columns' space in memroute_memories is reused as rows are rewritten
+-- (VACUUM FULL memroute_memories returns it at once).
+CREATE TABLE memroute_lexical (
+    row_id          bigint PRIMARY KEY REFERENCES memroute_memories (row_id) ON DELETE CASCADE,
+    owner           text NOT NULL,
+    id              text NOT NULL,
+    session_id      text,
+    kind            text NOT NULL,
+    occurred_at     timestamptz,
+    expires_at      timestamptz,
+    archived        boolean NOT NULL,
+    sensitivity     smallint NOT NULL,
+    tokens          text NOT NULL,
+    context_tokens  text NOT NULL,
+    len_own         integer NOT NULL,
+    len_ctx         integer NOT NULL,
+    tsv_own         tsvector NOT NULL,
+    tsv_ctx         tsvector NOT NULL
+);
+INSERT INTO memroute_lexical
+SELECT row_id, owner, id, session_id, kind, occurred_at, expires_at, archived, sensitivity, tokens, context_tokens,
+       len_own, len_ctx, tsv_own, tsv_ctx
+FROM memroute_memories ORDER BY row_id;
+ALTER TABLE memroute_memories DROP COLUMN tokens, DROP COLUMN context_tokens, DROP COLUMN len_own,
+    DROP COLUMN len_ctx, DROP COLUMN tsv_own, DROP COLUMN tsv_ctx;
+CREATE INDEX memroute_lexical_tsv_own ON memroute_lexical USING gin (tsv_own);
+CREATE INDEX memroute_lexical_tsv_ctx ON memroute_lexical USING gin (tsv_ctx);
+ANALYZE memroute_lexical;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial", M001_INITIAL),
     (2, "inline vectors", M002_INLINE_VECTORS),
+    (3, "lexical table", M003_LEXICAL_TABLE),
 )

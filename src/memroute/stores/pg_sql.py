@@ -1,0 +1,379 @@
+"""What the sync and the async PostgreSQL stores share: the SQL, the rows they write and read, BM25 scoring,
+the search cache and the error translation. Nothing here does I/O; see :mod:`memroute.stores.pg_ops`.
+
+Since migration 3 the lexical data (tokens, lengths, ``tsvector`` columns) lives in ``memroute_lexical``, one
+narrow row per memory with the filter columns BM25 needs, so that ranking the rows a query term matches reads
+~25 of them per 8 kB page instead of one (a memory's row carries its 2 kB vector inline). Every write
+changes both tables in one statement; a deleted memory's lexical row goes with it (``ON DELETE CASCADE``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.errors import ConfigError, DependencyError, ModelMismatchError, StoreError
+from memroute.stores import bm25
+from memroute.stores.base import MemoryRecord, checked_vector
+from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+except ImportError as exc:  # pragma: no cover - depends on the extra
+    raise DependencyError("the PostgreSQL store needs: pip install 'memroute[postgres]'") from exc
+
+BM25_CANDIDATES = 2000
+EXACT_ROWS = 5000
+"""Owners with at most this many memories get an exact vector scan instead of the HNSW graph: both take a
+few milliseconds there (measured in docs/benchmarks.md), and exact answers equal SQLite's."""
+STATS_TTL_S = 300.0
+OWNER_TTL_S = 60.0
+LOCK_ID = 0x6D656D726F757465  # "memroute"
+COLUMNS = ("owner, id, session_id, kind, text, reply, occurred_at, created_at, expires_at, archived, "
+           "sensitivity, source_type, metadata, language")
+LEX_FILTERS = ("owner", "id", "session_id", "kind", "occurred_at", "expires_at", "archived", "sensitivity")
+"""The id and the filter columns of ``where_clause`` that ``memroute_lexical`` repeats, so that BM25 never
+reads a memory's row."""
+LEX_DATA = ("tokens", "context_tokens", "len_own", "len_ctx")
+_UPDATED = ("session_id", "kind", "text", "reply", "occurred_at", "created_at", "expires_at", "archived",
+            "sensitivity", "source_type", "metadata", "language", "embedding")
+
+
+def _tsv(column: str) -> str:
+    return f"array_to_tsvector(string_to_array({column}, ' ', ''))"
+
+
+def _set(columns: Sequence[str]) -> str:
+    return ", ".join(f"{c} = excluded.{c}" for c in columns)
+
+
+def _lexical_insert(source: str, memory: str, data: str) -> str:
+    """INSERT the lexical rows of the memories ``memory`` (a CTE returning row_id and the filter columns)."""
+    cols = ", ".join(LEX_FILTERS)
+    return (f"INSERT INTO memroute_lexical (row_id, {cols}, {', '.join(LEX_DATA)}, tsv_own, tsv_ctx) "
+            f"SELECT {memory}.row_id, {', '.join(f'{memory}.{c}' for c in LEX_FILTERS)}, "
+            f"{', '.join(f'{data}.{c}' for c in LEX_DATA)}, {_tsv(f'{data}.tokens')}, {_tsv(f'{data}.context_tokens')} "
+            f"FROM {source} ON CONFLICT (row_id) DO UPDATE SET "
+            + _set([*LEX_FILTERS[2:], *LEX_DATA, "tsv_own", "tsv_ctx"]))  # (owner, id) stay
+
+
+_UPSERT_MEMORY = (f"INSERT INTO memroute_memories ({COLUMNS}, embedding) {{values}} ON CONFLICT (owner, id) DO UPDATE "
+                  f"SET {_set(_UPDATED)} RETURNING row_id, {', '.join(LEX_FILTERS)}")
+UPSERT_SQL = (
+    f"WITH m AS ({_UPSERT_MEMORY.format(values='VALUES (' + ', '.join(['%s'] * 15) + ')')}) "
+    + _lexical_insert("m, (SELECT %s::text AS tokens, %s::text AS context_tokens, %s::int AS len_own, "
+                      "%s::int AS len_ctx) d", "m", "d"))
+"""One memory and its lexical row, in one statement: the parameters are a :func:`record_rows` row."""
+MERGE_SQL = (
+    f"WITH m AS ({_UPSERT_MEMORY.format(values=f'SELECT {COLUMNS}, embedding FROM memroute_load')}) "
+    + _lexical_insert("m JOIN memroute_load d ON d.owner = m.owner AND d.id = m.id", "m", "d"))
+"""``bulk_load``'s merge of the staging table (which holds one row per (owner, id))."""
+LOAD_COLUMNS = f"{COLUMNS}, embedding, {', '.join(LEX_DATA)}"
+LOAD_TYPES = ["text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz", "bool",
+              "int2", "text", "jsonb", "text", "vector", "text", "text", "int4", "int4"]
+STAGING_DDL = (
+    "CREATE TEMP TABLE memroute_load (owner text, id text, session_id text, kind text, text text, reply text, "
+    "occurred_at timestamptz, created_at timestamptz, expires_at timestamptz, archived boolean, sensitivity "
+    "smallint, source_type text, metadata jsonb, language text, embedding vector({dim}), tokens text, "
+    "context_tokens text, len_own integer, len_ctx integer) ON COMMIT DROP")
+HNSW = "USING hnsw (embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128)"
+"""pgvector's defaults (m 16, ef_construction 64) found 0.40 of the exact top 10 at 1M memories of the
+benchmark (clusters of near-duplicate vectors); m 32 / ef_construction 128 found 0.82 at the same search
+depth and latency, for a build ~2.5x longer (docs/benchmarks.md). Used when an index is built (first
+model, ``bulk_load(rebuild_indexes=True)``, ``memroute copy`` into an empty store); an index built before
+keeps its parameters until it is rebuilt (docs/postgres.md)."""
+SEARCH_INDEXES = (
+    ("memroute_memories_embedding", "memroute_memories", HNSW),
+    ("memroute_lexical_tsv_own", "memroute_lexical", "USING gin (tsv_own)"),
+    ("memroute_lexical_tsv_ctx", "memroute_lexical", "USING gin (tsv_ctx)"),
+)
+"""(name, table, method) of the indexes ``bulk_load`` may drop and rebuild (the same as the migrations create)."""
+DROP_INDEXES_SQL = "DROP INDEX IF EXISTS " + ", ".join(name for name, _, _ in SEARCH_INDEXES)
+ANALYZE_SQL = "ANALYZE memroute_memories, memroute_lexical"
+STATS_SQL = "SELECT count(*), coalesce(sum(len_own), 0), coalesce(sum(len_ctx), 0) FROM memroute_lexical"
+DF_SQL = ("SELECT count(*) FILTER (WHERE tsv_own @@ %s::tsquery), count(*) FROM memroute_lexical "
+          "WHERE tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery")
+OWNER_ROWS_SQL = "SELECT count(*) FROM (SELECT 1 FROM memroute_memories WHERE owner = %s LIMIT %s) s"
+SIZE_SQL = ("SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(ARRAY['memroute_memories', "
+            "'memroute_lexical', 'memroute_messages', 'memroute_state', 'memroute_meta']) t")
+META_SQL = "SELECT key, value FROM memroute_meta"
+VERSION_SQL = "SELECT value FROM memroute_meta WHERE key = 'schema_version'"
+GET_SQL = f"SELECT {COLUMNS} FROM memroute_memories WHERE owner = %s AND id = ANY(%s)"
+VECTORS_SQL = "SELECT id, embedding FROM memroute_memories WHERE owner = %s AND id = ANY(%s)"
+DELETE_SQL = "DELETE FROM memroute_memories WHERE owner = %s AND id = ANY(%s)"
+RECORDS_PAGE_SQL = (
+    f"SELECT m.row_id, {', '.join('m.' + c.strip() for c in COLUMNS.split(','))}, l.tokens, l.context_tokens, "
+    "m.embedding FROM memroute_memories m JOIN memroute_lexical l ON l.row_id = m.row_id WHERE m.row_id > %s "
+    "ORDER BY m.row_id LIMIT %s")
+MESSAGES_PAGE_SQL = ("SELECT id, owner, session_id, role, text, created_at FROM memroute_messages WHERE id > %s "
+                     "ORDER BY id LIMIT %s")
+ADD_MESSAGE_SQL = ("INSERT INTO memroute_messages (owner, session_id, role, text, created_at) VALUES "
+                   "(%s, %s, %s, %s, %s)")
+RECENT_MESSAGES_SQL = ("SELECT id, role, text, created_at FROM memroute_messages WHERE owner = %s AND session_id = %s "
+                       "ORDER BY id DESC LIMIT %s")
+PUT_STATE_SQL = ("INSERT INTO memroute_state (namespace, owner, key, value, updated_at) VALUES (%s, %s, %s, %s, "
+                 "clock_timestamp()) ON CONFLICT (namespace, owner, key) DO UPDATE SET value = excluded.value, "
+                 "updated_at = excluded.updated_at")
+GET_STATE_SQL = "SELECT value FROM memroute_state WHERE namespace = %s AND owner = %s AND key = %s"
+LIST_STATE_SQL = "SELECT key, value FROM memroute_state WHERE namespace = %s AND owner = %s ORDER BY updated_at, key"
+ALL_STATE_SQL = "SELECT namespace, owner, key, value FROM memroute_state ORDER BY namespace, owner, key"
+
+
+@contextlib.contextmanager
+def translate_errors(what: str, url: str) -> Iterator[None]:
+    """Turn psycopg errors into memroute errors that say what to do."""
+    try:
+        yield
+    except pg_errors.QueryCanceled as exc:
+        raise StoreError(f"{what}: the statement was cancelled by the server's statement_timeout; retry with "
+                         "a narrower filter or raise statement_timeout") from exc
+    except pg_errors.InvalidPassword as exc:
+        raise StoreError(f"{what}: wrong user name or password for {safe_url(url)}") from exc
+    except pg_errors.ReadOnlySqlTransaction as exc:
+        raise StoreError(f"{what}: {safe_url(url)} is read-only (a replica, or default_transaction_read_only); "
+                         "send writes to the primary") from exc
+    except pg_errors.InsufficientPrivilege as exc:
+        raise StoreError(f"{what}: the database role lacks a privilege ({exc.diag.message_primary}); see "
+                         "docs/postgres.md for the grants memroute needs") from exc
+    except psycopg.OperationalError as exc:
+        raise StoreError(f"{what}: cannot reach PostgreSQL at {safe_url(url)} ({str(exc).strip()}); the next "
+                         "request reconnects") from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"{what} failed on {safe_url(url)}: {str(exc).strip()}") from exc
+
+
+def safe_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """(the libpq URL, the ``schema`` it names or None): libpq itself does not know ``schema=``."""
+    base, _, query = url.partition("?")
+    kept, schema = [], None
+    for part in query.split("&") if query else []:
+        if part.startswith("schema="):
+            schema = unquote(part[len("schema="):])
+        else:
+            kept.append(part)
+    if schema is not None and not 0 < len(schema.encode()) <= 63:
+        raise ConfigError(f"store URL {safe_url(url)}: schema= needs a name of 1 to 63 bytes")
+    return base + ("?" + "&".join(kept) if kept else ""), schema
+
+
+def search_path_sql(schema: str, local: bool) -> sql.Composed:
+    """Put ``schema`` first in the search path, keeping the rest (where pgvector's types live)."""
+    return sql.SQL("SELECT set_config('search_path', {} || ', ' || current_setting('search_path'), {})").format(
+        sql.Literal(sql.Identifier(schema).as_string()), sql.Literal(local))
+
+
+def schema_ddl(schema: str) -> sql.Composed:
+    return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+
+
+def token_text(tokens: Sequence[str]) -> str:
+    return " ".join(t for t in ("".join(tok.split()) for tok in tokens) if t)
+
+
+def tsquery(terms: Sequence[str]) -> str:
+    """A tsquery matching any of the terms, each quoted so user text is never query syntax."""
+    return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
+
+
+def record_rows(records: Sequence[MemoryRecord], dim: int) -> list[tuple[Any, ...]]:
+    """The parameters of :data:`UPSERT_SQL`, in the column order of ``bulk_load``'s staging table."""
+    rows = []
+    for rec in records:
+        vec = checked_vector(rec.vector, dim, f"the vector of memory {rec.memory.id}")
+        m = rec.memory
+        own, ctx = token_text(rec.tokens), token_text(rec.context_tokens)
+        rows.append((m.owner, m.id, m.session_id, str(m.kind), m.text, m.reply, m.occurred_at,
+                     m.created_at or utcnow(), m.expires_at, m.archived, int(m.sensitivity), m.source_type,
+                     Jsonb(dict(m.metadata)), m.language, vec, own, ctx, len(own.split()), len(ctx.split())))
+    return rows
+
+
+class SearchCache:
+    """What searches read often and may be a little stale: BM25 collection statistics, document frequencies
+    (five minutes) and whether an owner is small enough for an exact vector scan (a minute; this process's
+    own writes are counted at once)."""
+
+    def __init__(self) -> None:
+        self.stats: tuple[float, int, float, float] | None = None  # (at, docs, sum_own, sum_ctx)
+        self.df: dict[str, tuple[float, int, int]] = {}
+        self.owner_rows: dict[str, tuple[float, int]] = {}
+
+    def clear(self) -> None:
+        self.stats = None
+        self.df.clear()
+        self.owner_rows.clear()
+
+    def collection(self) -> tuple[int, float, float] | None:
+        if self.stats is None or time.monotonic() - self.stats[0] > STATS_TTL_S:
+            return None
+        return self.stats[1], self.stats[2], self.stats[3]
+
+    def set_collection(self, row: Sequence[Any]) -> tuple[int, float, float]:
+        docs, sum_own, sum_ctx = row
+        self.stats = (time.monotonic(), int(docs), float(sum_own), float(sum_ctx))
+        return self.stats[1], self.stats[2], self.stats[3]
+
+    def missing_df(self, terms: Sequence[str]) -> list[str]:
+        now = time.monotonic()
+        return [t for t in terms if t not in self.df or now - self.df[t][0] > STATS_TTL_S]
+
+    def set_df(self, term: str, own: int, any_field: int) -> None:
+        self.df[term] = (time.monotonic(), int(own), int(any_field))
+
+    def dfs(self, terms: Sequence[str], with_context: bool) -> dict[str, int]:
+        idx = 2 if with_context else 1
+        return {t: max(int(self.df[t][idx]), 1) for t in terms}
+
+    def owner_is_small(self, owner: str) -> bool | None:
+        """True / False, or None when the owner's size must be read (again)."""
+        hit = self.owner_rows.get(owner)
+        if hit is None or time.monotonic() - hit[0] > OWNER_TTL_S:
+            return None
+        return hit[1] <= EXACT_ROWS
+
+    def set_owner_rows(self, owner: str, rows: int) -> bool:
+        if len(self.owner_rows) >= 10_000:
+            self.owner_rows.clear()
+        self.owner_rows[owner] = (time.monotonic(), int(rows))
+        return rows <= EXACT_ROWS
+
+    def wrote(self, records: Sequence[MemoryRecord]) -> None:
+        for rec in records:
+            hit = self.owner_rows.get(rec.memory.owner)
+            if hit is not None:
+                self.owner_rows[rec.memory.owner] = (hit[0], hit[1] + 1)
+
+
+def bm25_query(tokens: Sequence[str], flt: SearchFilter,
+               weights: tuple[float, float]) -> tuple[list[str], float, float, str, list[Any]] | None:
+    """(terms, own weight, context weight, SQL, params) of the candidate query, or None if nothing to search."""
+    terms = sorted({t for t in ("".join(tok.split()) for tok in tokens) if t})
+    w_own, w_ctx = float(weights[0]), max(float(weights[1]), 0.0)
+    if not terms:
+        return None
+    query = tsquery(terms)
+    where, params = where_clause(flt)
+    match = "(tsv_own @@ %s::tsquery" + (" OR tsv_ctx @@ %s::tsquery)" if w_ctx > 0 else ")")
+    match_params = [query, query] if w_ctx > 0 else [query]
+    return terms, w_own, w_ctx, (
+        f"SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical m WHERE {where} AND "
+        f"{match} ORDER BY ts_rank(tsv_own, %s::tsquery) DESC, row_id LIMIT %s"), \
+        [*params, *match_params, query, BM25_CANDIDATES]
+
+
+def bm25_rank(rows: Sequence[Any], terms: Sequence[str], w_own: float, w_ctx: float,
+              collection: tuple[int, float, float], dfs: dict[str, int], limit: int) -> list[ScoredId]:
+    """Okapi BM25 (two weighted fields) of the candidate rows; ties in insertion order, as in SQLite."""
+    docs, sum_own, sum_ctx = collection
+    avgdl = (w_own * sum_own + w_ctx * sum_ctx) / max(docs, 1)
+    if avgdl <= 0:
+        return []
+    scored = []
+    for mid, own_text, ctx_text, len_own, len_ctx, row_id in rows:
+        own, ctx = own_text.split(), ctx_text.split() if w_ctx > 0 else []
+        dl = w_own * len_own + w_ctx * len_ctx
+        score = 0.0
+        for term in terms:
+            tf = w_own * own.count(term) + (w_ctx * ctx.count(term) if ctx else 0.0)
+            if tf > 0:
+                score += bm25.term_score(bm25.idf(docs, dfs[term]), tf, dl, avgdl)
+        if score > 0:
+            scored.append((-score, row_id, mid))
+    scored.sort()
+    return [ScoredId(mid, -neg) for neg, _, mid in scored[:limit]]
+
+
+def vector_settings(exact: bool, limit: int) -> str:
+    """Per-transaction settings of a vector search (no parameters: ``limit`` is an int)."""
+    if exact:
+        return "SET LOCAL enable_indexscan = off"  # the HNSW graph is an index scan; bitmap scans stay
+    # pgvector 0.8: keep scanning the graph until enough rows pass the filters; search at least 4x limit deep
+    ef = max(40, min(1000, 4 * int(limit)))
+    return ("SELECT set_config('hnsw.iterative_scan', 'strict_order', true), set_config('hnsw.ef_search', "
+            f"greatest(coalesce(current_setting('hnsw.ef_search', true), '40')::int, {ef})::text, true)")
+
+
+def vector_query(flt: SearchFilter) -> tuple[str, list[Any]]:
+    """SQL and filter params; the caller passes (query vector, *params, query vector, limit)."""
+    where, params = where_clause(flt)
+    return (f"SELECT id, 1 - (embedding <=> %s) FROM memroute_memories m WHERE {where} "
+            "ORDER BY embedding <=> %s, row_id LIMIT %s"), params
+
+
+def array(value: Any) -> npt.NDArray[np.float32]:
+    """pgvector's loader returns a ``Vector`` (or an array, depending on its version)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
+
+
+def where_clause(flt: SearchFilter) -> tuple[str, list[Any]]:
+    clauses = ["m.owner = %s"]
+    params: list[Any] = [flt.owner]
+    if flt.session_id is not None:
+        clauses.append("m.session_id = %s")
+        params.append(flt.session_id)
+    if flt.kinds:
+        clauses.append("m.kind = ANY(%s)")
+        params.append([str(k) for k in flt.kinds])
+    clauses.append("m.sensitivity <= %s")
+    params.append(int(flt.max_sensitivity))
+    if not flt.include_archived:
+        clauses.append("NOT m.archived")
+    if not flt.include_expired:
+        clauses.append("(m.expires_at IS NULL OR m.expires_at > %s)")
+        params.append(flt.now or utcnow())
+    if flt.start is not None:
+        clauses.append("m.occurred_at >= %s")
+        params.append(flt.start)
+    if flt.end is not None:
+        clauses.append("m.occurred_at <= %s")
+        params.append(flt.end)
+    return " AND ".join(clauses), params
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.astimezone(UTC) if value is not None else None
+
+
+def memory_of(row: Sequence[Any]) -> MemoryItem:
+    (owner, mid, session_id, kind, text, reply, occurred, created, expires, archived, sens, source_type,
+     metadata, language) = row
+    return MemoryItem(id=mid, owner=owner, text=text, kind=MemoryKind(kind), session_id=session_id, reply=reply,
+                      occurred_at=_utc(occurred), created_at=_utc(created), expires_at=_utc(expires),
+                      archived=bool(archived), sensitivity=Sensitivity(int(sens)), source_type=source_type,
+                      metadata=dict(metadata), language=language)
+
+
+def record_of(row: Sequence[Any]) -> MemoryRecord:
+    """A row of :data:`RECORDS_PAGE_SQL` (without its leading row_id) as a record."""
+    return MemoryRecord(memory_of(row[:14]), row[14].split(), array(row[16]), row[15].split())
+
+
+def message_of(session_id: str, row: Sequence[Any], owner: str) -> Message:
+    mid, role, text, created = row
+    return Message(session_id, role, text, created.astimezone(UTC), owner, mid)
+
+
+def model_mismatch(url: str, stored: tuple[str, int], model_id: str, dimension: int) -> ModelMismatchError:
+    return ModelMismatchError(
+        f"{safe_url(url)} was written with embedding model {stored[0]} ({stored[1]}-d), not {model_id} "
+        f"({dimension}-d); open it with the embedder that wrote it, or copy the memories into a new store")
+

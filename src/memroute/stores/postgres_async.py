@@ -1,0 +1,198 @@
+"""The PostgreSQL store for asyncio: :class:`memroute.stores.base.AsyncStore` on ``psycopg_pool.AsyncConnectionPool``.
+
+The same schema, migrations, SQL and scoring as :mod:`memroute.stores.postgres`: every operation is the
+generator of :mod:`memroute.stores.pg_ops`, whose statements are awaited here on an asyncio connection, one
+operation per transaction. Nothing blocks the event loop but the operations' own arithmetic between
+statements (building rows, BM25 scoring of at most ``BM25_CANDIDATES`` rows): well under a millisecond to
+a few milliseconds. ``AsyncPostgresStore.open(url)`` migrates and fills the pool; ``close()`` empties it.
+A connection the server dropped fails the request it was serving (``StoreError``); the pool checks
+connections when they are taken, so the next request gets a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.errors import DependencyError, StoreError
+from memroute.stores.base import MemoryRecord, StoreStats
+from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
+from memroute.stores.pg_sql import safe_url, search_path_sql, translate_errors
+from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector_async
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - depends on the extra
+    raise DependencyError("the PostgreSQL store needs: pip install 'memroute[postgres]'") from exc
+
+
+async def execute(conn: psycopg.AsyncConnection[Any], step: Step) -> Any:
+    if isinstance(step, Many):
+        async with conn.cursor() as cur:
+            await cur.executemany(step.query, step.rows)
+        return None
+    if isinstance(step, Pipe):
+        async with conn.pipeline():
+            cursors = [await conn.cursor().execute(step.query, params) for params in step.params]
+            return [await cur.fetchone() for cur in cursors]
+    cur = await conn.execute(step.query, step.params)
+    return await cur.fetchall() if cur.description is not None else cur.rowcount
+
+
+async def run_op(conn: psycopg.AsyncConnection[Any], op: Op[T], step: Step | Done[T] | None = None) -> T:
+    """Run an operation (from ``step``, its first statement, if already taken) on ``conn`` in one transaction."""
+    async with conn.transaction():
+        step = resume(op) if step is None else step
+        while not isinstance(step, Done):
+            try:
+                value = await execute(conn, step)
+            except psycopg.Error as exc:
+                step = resume(op, error=exc)  # the operation may explain it better
+                continue
+            step = resume(op, value)
+        return step.value
+
+
+class AsyncPostgresStore(PgOperations):
+    """An :class:`memroute.stores.base.AsyncStore` on PostgreSQL with pgvector; create it with :meth:`open`."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+
+    @classmethod
+    async def open(cls, url: str, min_connections: int = 1, max_connections: int = 8,
+                   connect_timeout_s: float = 10.0) -> AsyncPostgresStore:
+        store = cls(url)
+        await store._open(min_connections, max_connections, connect_timeout_s)
+        return store
+
+    async def _open(self, min_connections: int, max_connections: int, timeout_s: float) -> None:
+        with translate_errors("connect", self.url):
+            # migrate on one connection first: the pool's connections need the vector type to exist
+            async with await psycopg.AsyncConnection.connect(self.conninfo, connect_timeout=int(timeout_s)) as conn:
+                if not await run_op(conn, self.op_is_current()):
+                    await run_op(conn, self.op_migrate())
+            pool = AsyncConnectionPool(self.conninfo, min_size=min_connections, max_size=max_connections, open=False,
+                                       check=AsyncConnectionPool.check_connection, timeout=timeout_s,
+                                       configure=self._configure, kwargs={"connect_timeout": int(timeout_s)})
+            await pool.open(wait=True, timeout=timeout_s)
+        self._pool = pool
+        try:
+            await self._run("read settings", self.op_read_model())
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await register_vector_async(conn)
+        if self.schema is not None:
+            async with conn.transaction():
+                await conn.execute(search_path_sql(self.schema, local=False))
+
+    async def _run(self, what: str, op: Op[T]) -> T:
+        """One operation in one transaction on a pooled connection (none is taken if it runs no statement)."""
+        step = resume(op)
+        if isinstance(step, Done):
+            return step.value
+        if self._pool is None:
+            raise StoreError(f"{what}: the store {safe_url(self.url)} is closed (or was not opened with "
+                             "AsyncPostgresStore.open)")
+        with translate_errors(what, self.url):
+            async with self._pool.connection() as conn:
+                return await run_op(conn, op, step)
+
+    # ----------------------------------------------------------------------------------- the model
+    async def bind_model(self, model_id: str, dimension: int) -> None:
+        await self._run("record the embedding model", self.op_bind_model(model_id, dimension))
+        self.check_model(model_id, dimension)
+
+    # ------------------------------------------------------------------------------------ memories
+    async def upsert(self, records: Sequence[MemoryRecord]) -> None:
+        await self._run("store memories", self.op_upsert(records))
+        if records and self.wrote(records):
+            await self._run("refresh statistics", self.op_analyze())
+
+    async def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]:
+        return await self._run("get memories", self.op_get(ids, owner))
+
+    async def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]:
+        return await self._run("get vectors", self.op_get_vectors(ids, owner))
+
+    async def delete(self, ids: Sequence[str], owner: str) -> int:
+        return await self._run("delete memories", self.op_delete(ids, owner))
+
+    async def delete_where(self, owner: str, session_id: str | None = None) -> int:
+        return await self._run("forget", self.op_delete_where(owner, session_id))
+
+    async def list_memories(self, flt: SearchFilter, limit: int = 100, offset: int = 0) -> list[MemoryItem]:
+        return await self._run("list memories", self.op_list(flt, limit, offset))
+
+    async def iter_records(self, batch_size: int = 1000) -> AsyncIterator[MemoryRecord]:
+        last = 0
+        while True:
+            last, page = await self._run("read memories", self.op_records_page(last, batch_size))
+            if not page:
+                return
+            for rec in page:
+                yield rec
+
+    async def count(self, owner: str | None = None) -> int:
+        return await self._run("count", self.op_count(owner))
+
+    # -------------------------------------------------------------------------------------- search
+    async def search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
+                          weights: tuple[float, float] = (1.0, 0.0)) -> list[ScoredId]:
+        return await self._run("BM25 search", self.op_search_bm25(tokens, flt, limit, weights))
+
+    async def search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
+                            exact: bool | None = None) -> list[ScoredId]:
+        """Cosine KNN: exact for owners of at most ``EXACT_ROWS`` memories, else HNSW; ``exact`` forces one."""
+        return await self._run("vector search", self.op_search_vector(vector, flt, limit, exact))
+
+    async def search_time(self, flt: SearchFilter, limit: int) -> list[ScoredId]:
+        return await self._run("time search", self.op_search_time(flt, limit))
+
+    # ---------------------------------------------------------------------------- conversation log
+    async def add_messages(self, messages: Sequence[Message]) -> None:
+        await self._run("append messages", self.op_add_messages(messages))
+
+    async def recent_messages(self, session_id: str, owner: str, limit: int = 20) -> list[Message]:
+        return await self._run("read messages", self.op_recent_messages(session_id, owner, limit))
+
+    async def iter_messages(self, batch_size: int = 1000) -> AsyncIterator[Message]:
+        last = 0
+        while True:
+            last, page = await self._run("read messages", self.op_messages_page(last, batch_size))
+            if not page:
+                return
+            for msg in page:
+                yield msg
+
+    # --------------------------------------------------------------------------------- named state
+    async def put_state(self, namespace: str, key: str, value: dict[str, Any], owner: str = "") -> None:
+        await self._run("save state", self.op_put_state(namespace, key, value, owner))
+
+    async def get_state(self, namespace: str, key: str, owner: str = "") -> dict[str, Any] | None:
+        return await self._run("read state", self.op_get_state(namespace, key, owner))
+
+    async def list_state(self, namespace: str, owner: str = "") -> list[tuple[str, dict[str, Any]]]:
+        return await self._run("read state", self.op_list_state(namespace, owner))
+
+    async def iter_state(self) -> AsyncIterator[tuple[str, str, str, dict[str, Any]]]:
+        for entry in await self._run("read state", self.op_all_state()):
+            yield entry
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    async def stats(self) -> StoreStats:
+        return await self._run("stats", self.op_stats())
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
