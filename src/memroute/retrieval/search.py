@@ -23,8 +23,7 @@ import numpy.typing as npt
 from memroute.embed import Embedder
 from memroute.retrieval.expand import ExpandedQuery
 from memroute.retrieval.strategy import SearchParams
-from memroute.stores import Store
-from memroute.stores.calls import Call, Gather, Steps, run_steps
+from memroute.stores.calls import Call, Gather, Steps
 from memroute.text import tokenize
 from memroute.types import ScoredId, SearchFilter
 
@@ -98,14 +97,6 @@ def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: S
     lists = [replace(spec, hits=_thresholded(spec, hits, params.similarity_threshold), ms=ms)
              for (spec, _), (hits, ms) in zip(jobs, done, strict=True)]
     return SearchOutput(lists, vectors, tokens, embed_ms)
-
-
-def run_searches(store: Store, embedder: Embedder, queries: Sequence[ExpandedQuery], params: SearchParams,
-                 flt: SearchFilter, time_flt: SearchFilter | None, context_weight: float,
-                 parallel: bool = False, first_limit: int | None = None) -> SearchOutput:
-    """:func:`search_steps` on a sync store."""
-    return run_steps(store, search_steps(embedder, queries, params, flt, time_flt, context_weight, parallel,
-                                         first_limit))
 
 
 def _thresholded(spec: SearchList, hits: list[ScoredId], threshold: float) -> list[ScoredId]:
