@@ -12,7 +12,7 @@ from memroute.eval.route_eval import spread_sample
 from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.cues import read_cues
 from memroute.routing.documents import describe, name_words
-from memroute.routing.policy import PolicyParams, TurnFeatures, margin_for, user_step
+from memroute.routing.policy import PolicyParams, TurnFeatures, carry, margin_for, user_step
 from memroute.routing.query import RouterQuery
 from memroute.types import Agent
 
@@ -85,6 +85,38 @@ def test_revising_the_task_needs_a_lead_not_a_near_tie() -> None:
     behind = np.array([1.0, 1.5, -2.0], dtype=np.float32)  # the evidence already favoured agent 1
     step = user_step(p, scores, allowed, 0, behind, answer, floor=0.05)
     assert step.action == "revised" and step.current == 1
+
+
+def test_carried_evidence_caps_an_old_task_lead() -> None:
+    p = PolicyParams()
+    old_task = np.array([40.0, 0.0, -3.0, -3.0], dtype=np.float32)  # a long task on agent 0
+    carried = carry(old_task, p.drift)
+    assert carried.argmax() == 0 and -0.1 < carried.max() <= 0.0  # relative to the best agent: bounded
+    # The lead an old task keeps is bounded by the drift (about -drift + log(n - 1) units), not by its length.
+    assert 0 < carried[0] - carried[1] < -p.drift + np.log(3) + 0.1
+    assert carry(np.array([0.0, -1.0, -3.0], dtype=np.float32), p.drift).tolist() == sorted(
+        carry(np.array([0.0, -1.0, -3.0], dtype=np.float32), p.drift).tolist(), reverse=True)  # order kept
+    # A closing ends nothing: no move is assumed, the lead is kept.
+    assert carry(old_task, p.drift, closing=True)[0] - carry(old_task, p.drift, closing=True)[1] == 40.0
+    assert carry(np.array([3.0], dtype=np.float32), p.drift).tolist() == [0.0]  # one agent: nothing to move to
+
+
+def test_a_missed_switch_is_caught_by_the_following_turns() -> None:
+    """Terse answers of a new task (below the switch margin) revise it within a few turns, however long the old
+    task was; as a plain sum the 40 units of the old task would have needed a dozen turns."""
+    p = PolicyParams()
+    allowed = np.ones(4, dtype=np.bool_)
+    answer = TurnFeatures(read_cues("yes, two please", None), words=2)
+    scores = np.array([0.30, 0.45, 0.25, 0.25], dtype=np.float32)  # each turn favours agent 1
+    evidence = np.array([40.0, 0.0, -3.0, -3.0], dtype=np.float32)
+    actions = []
+    for _ in range(4):
+        step = user_step(p, scores, allowed, 0 if not actions or actions[-1] != "revised" else 1, evidence,
+                         answer, floor=0.05)
+        assert step.action != "switched"  # the rule itself never fires on these
+        evidence = step.evidence
+        actions.append(step.action)
+    assert "revised" in actions[:3]
 
 
 def test_version_numbers_are_not_words_of_an_agent() -> None:

@@ -16,7 +16,7 @@ import pytest
 from memroute import Memory, StoreError
 from memroute.embed import CachedEmbedder
 from memroute.memory import AsyncMemory
-from memroute.retrieval import RecallOptions
+from memroute.retrieval import RecallOptions, recall, recall_async
 from memroute.stores import MemoryRecord, open_async_store
 from memroute.stores.postgres_async import AsyncPostgresStore
 from memroute.types import MemoryItem, SearchFilter
@@ -159,6 +159,13 @@ async def test_async_memory_on_postgres_is_native_and_answers_as_the_sync_memory
             assert r.trace.strategy == want.trace.strategy
             assert [(h.memory.id, round(h.score, 6)) for h in s] == \
                 [(h.memory.id, round(h.score, 6)) for h in mem.search(q, limit=3)], q
+        # the module-level pipeline on an async store answers as on a sync one
+        assert amem.store is not None
+        now = "2026-11-24T12:00:00+00:00"
+        direct = await recall_async(amem.store, embedder, queries[0], owner="alice", now=now, options=opts)
+        want = recall(mem.store, embedder, queries[0], owner="alice", now=now, options=opts)
+        assert direct.memories and [(m.memory.id, round(m.score, 6)) for m in direct.memories] == \
+            [(m.memory.id, round(m.score, 6)) for m in want.memories]
     assert (await amem.stats()).memories == len(texts) + 1
     assert await amem.forget(session="s0") == 3
     assert await amem.forget(note.id) == 1

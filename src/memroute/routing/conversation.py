@@ -196,13 +196,13 @@ class ConversationRouter:
 
     # --------------------------------------------------------------------------------- internals
     def _load_evidence(self, state: dict[str, Any]) -> F32:
-        evidence = np.zeros(self.index.n, dtype=np.float32)
+        """The stored evidence; agents beyond the stored best ``_EVIDENCE_KEEP`` get the lowest stored value."""
         stored = state.get("evidence") or {}
-        if isinstance(stored, dict):
-            for agent_id, value in stored.items():
-                i = self.index.position.get(str(agent_id))
-                if i is not None:
-                    evidence[i] = float(value)
+        values = {i: float(v) for k, v in stored.items() if (i := self.index.position.get(str(k))) is not None
+                  and isinstance(v, int | float)} if isinstance(stored, dict) else {}
+        evidence = np.full(self.index.n, min(values.values(), default=0.0), dtype=np.float32)
+        for i, value in values.items():
+            evidence[i] = value
         return evidence
 
     def _with_context(self, text: str, scored: ScoredQuery, recent: Sequence[Message], session: str,

@@ -19,11 +19,17 @@ normalised scores of every user and assistant turn since the last switch. Each u
    wrong first turn, and later turns (and the assistant's replies) carry the details that tell
    near-duplicate agents apart.
 
+The evidence is the log-belief of a hidden-Markov filter over the agents: each turn adds its normalised
+scores (as log-likelihoods), and between two user turns the task may have moved unnoticed with a small
+probability (``drift``, :func:`carry`). Without the drift the evidence was a plain sum since the last switch,
+so a switch the rule missed was recovered only once the new task's turns outweighed the whole old task; with
+it, an old task's lead is capped and a missed switch is caught after a few turns.
+
 The weights of the rule were fitted on SGD dev only (a logistic regression of "this turn moved to the
 best-scoring other agent" with the previous turn's agent as the current one, then the intercept moved so that
 missing a switch, which is inherited by the turns after it, weighs more than a false one) and are applied
 unchanged to every other set. ``also`` / ``another`` and ``revise_lead`` were then chosen by replaying SGD dev
-(each the best of a small grid there, and on both its even and its odd dialogues).
+(each the best of a small grid there, and on both its even and its odd dialogues), and so was ``drift``.
 """
 
 from __future__ import annotations
@@ -76,6 +82,10 @@ class PolicyParams:
     """How far (in normalised-score units) another agent's task evidence must lead the current agent's before the
     task is revised to it: without a lead, one terse answer that happens to fit another agent better ("free
     parking, please") could move a conversation whose evidence was a near tie."""
+    drift: float = -4.0
+    """Log-odds that the task moved to another agent between two user turns without the switch rule firing
+    (about 1.8 %): it bounds how far an old task's evidence can lead, so a missed switch is caught by the
+    following turns. Chosen on SGD dev (flat between -5 and -3.5 there)."""
     assistant_weight: float = 1.0
     """Weight of an assistant turn in the task evidence (it never takes part in the switch test)."""
     context_weight: float = 0.5
@@ -139,12 +149,29 @@ def user_step(params: PolicyParams, scores: F32, allowed: npt.NDArray[np.bool_],
     margin = margin_for(params, message, float(z[best]))
     if best != current and gap > margin:
         return Step("switched", best, z, gap, margin, best)
-    total = (evidence + z).astype(np.float32)
+    total = (carry(evidence, params.drift, message.cues.closing) + z).astype(np.float32)
     revised = int(np.argmax(np.where(allowed, total, -np.inf)))
     if total[revised] - total[current] <= params.revise_lead:
         revised = current
     return Step("revised" if revised != current else "stayed", revised, total, gap, margin,
                 best if best != current else None)
+
+
+def carry(evidence: F32, drift: float, closing: bool = False) -> F32:
+    """The task evidence carried over to the next user turn: the task stays with its agent with probability
+    ``1 - p`` or moved to any other one with ``p / (n - 1)``, where ``p = sigmoid(drift)`` (no move on a
+    closing). Computed on the evidence relative to its best agent, so a long session's evidence stays bounded."""
+    n = evidence.shape[0]
+    e = evidence.astype(np.float64) - float(evidence.max())
+    if n < 2 or closing:
+        kept: F32 = e.astype(np.float32)
+        return kept
+    log_p = -math.log1p(math.exp(-drift))
+    log_stay = -math.log1p(math.exp(drift))
+    log_total = math.log(float(np.exp(e).sum()))
+    moved = log_total + log_p - math.log(n - 1)
+    carried: F32 = np.logaddexp(e + log_stay, moved).astype(np.float32)
+    return carried
 
 
 def catalogue_scale(piece_matrix: F32, piece_owner: npt.NDArray[np.int32], piece_starts: npt.NDArray[np.int32],
