@@ -92,6 +92,17 @@ def test_eval_route_and_intents_on_small_fixtures(capsys: pytest.CaptureFixture[
     assert code == 0 and report["turns"] == 3
     assert set(report["accuracy"]) == {"all", "first", "stay", "switch_new", "family_all"}
     assert report["accuracy"]["all"] == 1.0 and set(report["latency_ms"]) == {"p50", "p95"}
+    # The switch ceiling: a bare "jazz" after a weather task is a switch only the gold can see; the oracle resets
+    # the session there (routed on its own text, 2 first messages) and switches nowhere else.
+    turns[1] = ("d1", 2, turns[1][2], "jazz", ["Music_1"])
+    data.write_text("\n".join(json.dumps({"dialogue_id": d, "turn_idx": i, "history": [
+        {"speaker": s, "utterance": u} for s, u in h], "utterance": u, "gold_services": g})
+        for d, i, h, u, g in turns), encoding="utf-8")
+    code, out, _ = run(capsys, "eval", "route", "--data", str(data), "--candidates", str(services), "--json",
+                       "--oracle-switches")
+    oracle = json.loads(out)
+    assert code == 0 and oracle["actions"]["routed"] == 2 and "switched" not in oracle["actions"]
+    assert oracle["accuracy"]["switch_new"] == 1.0
     train = tmp_path / "train.jsonl"
     rows = [(t, "weather") for t in ("rain today?", "forecast for Rome", "is it cold outside", "sunny tomorrow?")]
     rows += [(t, "music") for t in ("play jazz", "next song", "turn up the music", "play my playlist")]

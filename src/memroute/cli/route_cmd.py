@@ -48,6 +48,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     add_llm_options(e)
     e.add_argument("--embedder", default="use-m3",
                    help="encoder of the router (default use-m3; use-m3+e5-small is slower and better in Japanese)")
+    e.add_argument("--oracle-switches", action="store_true",
+                   help="diagnostic ceiling: reset the session exactly where the gold task changes and switch "
+                   "nowhere else, to see how much of the error is switch detection and how much per-turn evidence")
     e.add_argument("--json", action="store_true", help="machine-readable JSON output")
     e.set_defaults(handler=_eval_route)
 
@@ -148,7 +151,7 @@ def _eval_route(args: argparse.Namespace) -> int:
 
     report = run_route_eval(args.data, args.candidates, split=args.split, limit=args.limit,
                             show_progress=not args.json, llm=llm_from(args), sample=args.sample,
-                            embedder=args.embedder)
+                            embedder=args.embedder, oracle_switches=args.oracle_switches)
     if args.json:
         emit_json(report.as_dict())
     else:

@@ -12,7 +12,7 @@ LLM's calls, tokens, fallbacks and call latency.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,8 +59,14 @@ def spread_sample(items: Sequence[T], size: int) -> list[T]:
 def run_route_eval(data: str | Path, candidates: str | Path, split: str | None = None,
                    limit: int | None = None, params: PolicyParams | None = None,
                    show_progress: bool = False, llm: LlmAssistant | None = None,
-                   sample: int | None = None, embedder: str = "use-m3") -> RouteEvalReport:
-    """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file."""
+                   sample: int | None = None, embedder: str = "use-m3",
+                   oracle_switches: bool = False) -> RouteEvalReport:
+    """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file.
+
+    ``oracle_switches`` is a diagnostic ceiling, not a router: the session is reset exactly where the gold task
+    changes (that turn is routed on its own text alone, without the previous turn as context) and never switches
+    anywhere else (it still revises within a task), so the figures say what the per-turn evidence achieves with
+    perfect switch detection."""
     from tqdm import tqdm
 
     from memroute.memory import Memory
@@ -75,6 +81,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     router = AgentRouter(embedder=embedder, llm=llm)
     usage = LlmUsage()
     memory = Memory.open("sqlite://:memory:", owner="eval", embedder=router.embedder)
+    if oracle_switches:
+        params = replace(params or PolicyParams(), bias=-1e9, drift=-50.0, context_weight=0.0)
     conv = ConversationRouter(memory, agents, router=router, params=params, use_memories=False, candidates=2)
     hits: dict[str, list[bool]] = {k: [] for k in ("all", "first", "stay", "switch_new", "family_all")}
     latencies: list[float] = []
@@ -86,6 +94,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
             for turn in dialogue.turns:
                 if turn.system_before is not None:
                     memory.add_message(dialogue.dialogue_id, "assistant", turn.system_before)
+                if oracle_switches and turn.gold and prev_gold is not None and set(turn.gold) - prev_gold:
+                    conv.reset(dialogue.dialogue_id)
                 if turn.utterance.strip():
                     decision = conv.route(turn.utterance, dialogue.dialogue_id)
                     latencies.append(decision.latency_ms)

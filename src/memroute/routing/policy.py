@@ -1,7 +1,8 @@
 """The stay-or-switch policy of conversation-aware routing, as pure functions over score vectors.
 
-Per session the policy keeps the current agent and the **evidence** of the current task: the sum of the
-normalised scores of every user and assistant turn since the last switch. Each user turn:
+Per session the policy keeps the current agent and the **evidence** of the current task: the normalised
+scores of every user and assistant turn since the last switch, combined by a hidden-Markov filter (below).
+Each user turn:
 
 1. The first routed turn of a session is routed on its own text (a self-contained message must not get
    worse with history).
