@@ -71,6 +71,12 @@ def test_fit_writes_thresholds(capsys: pytest.CaptureFixture[str], catalogue: Pa
     assert code == 0 and "no_route" in json.loads(out)
 
 
+def _write_dialogues(path: Path, turns: list[tuple[str, int, list[tuple[str, str]], str, list[str]]]) -> None:
+    path.write_text("\n".join(json.dumps({"dialogue_id": d, "turn_idx": i, "history": [
+        {"speaker": s, "utterance": u} for s, u in h], "utterance": u, "gold_services": g})
+        for d, i, h, u, g in turns), encoding="utf-8")
+
+
 def test_eval_route_and_intents_on_small_fixtures(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     services = tmp_path / "services.jsonl"
     services.write_text("\n".join(json.dumps(s) for s in [
@@ -84,9 +90,7 @@ def test_eval_route_and_intents_on_small_fixtures(capsys: pytest.CaptureFixture[
               "Yes, play a jazz song please", ["Music_1"]),
              ("d1", 4, [("SYSTEM", "Playing.")], "Thanks!", ["Music_1"])]
     data = tmp_path / "dev.jsonl"
-    data.write_text("\n".join(json.dumps({"dialogue_id": d, "turn_idx": i, "history": [
-        {"speaker": s, "utterance": u} for s, u in h], "utterance": u, "gold_services": g})
-        for d, i, h, u, g in turns), encoding="utf-8")
+    _write_dialogues(data, turns)
     code, out, _ = run(capsys, "eval", "route", "--data", str(data), "--candidates", str(services), "--json")
     report = json.loads(out)
     assert code == 0 and report["turns"] == 3
@@ -95,9 +99,7 @@ def test_eval_route_and_intents_on_small_fixtures(capsys: pytest.CaptureFixture[
     # The switch ceiling: a bare "jazz" after a weather task is a switch only the gold can see; the oracle resets
     # the session there (routed on its own text, 2 first messages) and switches nowhere else.
     turns[1] = ("d1", 2, turns[1][2], "jazz", ["Music_1"])
-    data.write_text("\n".join(json.dumps({"dialogue_id": d, "turn_idx": i, "history": [
-        {"speaker": s, "utterance": u} for s, u in h], "utterance": u, "gold_services": g})
-        for d, i, h, u, g in turns), encoding="utf-8")
+    _write_dialogues(data, turns)
     code, out, _ = run(capsys, "eval", "route", "--data", str(data), "--candidates", str(services), "--json",
                        "--oracle-switches")
     oracle = json.loads(out)

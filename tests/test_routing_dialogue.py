@@ -94,8 +94,8 @@ def test_carried_evidence_caps_an_old_task_lead() -> None:
     assert carried.argmax() == 0 and -0.1 < carried.max() <= 0.0  # relative to the best agent: bounded
     # The lead an old task keeps is bounded by the drift (about -drift + log(n - 1) units), not by its length.
     assert 0 < carried[0] - carried[1] < -p.drift + np.log(3) + 0.1
-    assert carry(np.array([0.0, -1.0, -3.0], dtype=np.float32), p.drift).tolist() == sorted(
-        carry(np.array([0.0, -1.0, -3.0], dtype=np.float32), p.drift).tolist(), reverse=True)  # order kept
+    close_race = carry(np.array([0.0, -1.0, -3.0], dtype=np.float32), p.drift).tolist()
+    assert close_race == sorted(close_race, reverse=True)  # order kept
     # A closing ends nothing: no move is assumed, the lead is kept.
     assert carry(old_task, p.drift, closing=True)[0] - carry(old_task, p.drift, closing=True)[1] == 40.0
     assert carry(np.array([3.0], dtype=np.float32), p.drift).tolist() == [0.0]  # one agent: nothing to move to
