@@ -1,6 +1,7 @@
 """The data memroute works on (SPEC section 1), as frozen dataclasses.
 
-Times are timezone-aware UTC ``datetime`` values; a naive datetime passed in is taken as UTC.
+Times are timezone-aware UTC ``datetime`` values; a naive datetime passed in is taken as UTC, and
+:mod:`memroute.times` states the range accepted.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from memroute.times import checked_time
 
 Language = Literal["en", "ja", "ko", "und"]
 """A detected language: English, Japanese, Korean, or undetermined (no letters, or another script)."""
@@ -56,20 +59,12 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def as_utc(value: datetime | str | None) -> datetime | None:
-    """Normalise a datetime (or ISO 8601 string) to aware UTC; ``None`` stays ``None``."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        from memroute.errors import InputError
+def as_utc(value: datetime | str | None, what: str = "time") -> datetime | None:
+    """A datetime (naive taken as UTC) or ISO 8601 string as aware UTC; ``None`` stays ``None``.
 
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise InputError(f"not an ISO 8601 time: {value!r} (example: 2025-01-31T09:00:00Z)") from None
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    Anything else, or a time outside the accepted range (:mod:`memroute.times`), is an ``InputError``.
+    """
+    return checked_time(value, what)
 
 
 def new_id() -> str:

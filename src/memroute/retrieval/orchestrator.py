@@ -48,6 +48,7 @@ from memroute.retrieval.trace import CandidateTrace, RecallTrace, SearchTrace
 from memroute.stores import AsyncStore, Store
 from memroute.stores.calls import Call, Steps, run_steps, run_steps_async
 from memroute.text import tokenize
+from memroute.times import EARLIEST
 from memroute.types import Language, MemoryKind, Message, SearchFilter, Sensitivity, as_utc, utcnow
 
 MAX_ANALYSED_CHARS = 10_000
@@ -253,7 +254,9 @@ def _filter(owner: str, opts: RecallOptions, now: datetime) -> SearchFilter:
         kinds = tuple(MemoryKind(k) for k in opts.kinds) if opts.kinds else None
     except ValueError:
         raise InputError(f"unknown kind in {opts.kinds!r}; use {', '.join(k.value for k in MemoryKind)}") from None
-    start = now - timedelta(days=opts.window_days) if opts.window_days is not None else None
+    # a window reaching back past the earliest time accepted (memroute.times) starts there
+    start = (now - timedelta(days=min(opts.window_days, (now - EARLIEST).days))
+             if opts.window_days is not None else None)
     return SearchFilter(owner=owner, session_id=opts.session, kinds=kinds,
                         max_sensitivity=Sensitivity.parse(opts.max_sensitivity), start=start, now=now)
 

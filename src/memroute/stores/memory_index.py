@@ -15,7 +15,6 @@ over the whole index (every owner), as in FTS5 and Lucene.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import numpy.typing as npt
 
 from memroute.runtime import limit_threads
 from memroute.stores import bm25, quantized
+from memroute.times import to_micros
 from memroute.types import MemoryItem, MemoryKind, ScoredId, SearchFilter
 
 _KINDS = {k: i for i, k in enumerate(MemoryKind)}
@@ -34,26 +34,30 @@ _META = ("_alive", "_owner", "_session", "_kind", "_sens", "_occurred", "_expire
          "_len_ctx")
 
 
-def _ts(value: object) -> float:
-    return value.timestamp() if value is not None else math.nan  # type: ignore[attr-defined]
+NO_TIME = np.iinfo(np.int64).min
+"""``occurred_at`` of a row without one (it matches no time range)."""
+NEVER = np.iinfo(np.int64).max
+"""``expires_at`` of a row that does not expire."""
 
 
 @dataclass(frozen=True, slots=True)
 class RowMeta:
+    """What the filters read of a row; times in whole microseconds since the epoch (:mod:`memroute.times`)."""
+
     id: str
     owner: str
     session_id: str | None
     kind: MemoryKind
     sensitivity: int
-    occurred_at: float
-    expires_at: float
+    occurred_at: int
+    expires_at: int
     archived: bool
 
     @classmethod
     def of(cls, m: MemoryItem) -> RowMeta:
-        exp = _ts(m.expires_at)
-        return cls(m.id, m.owner, m.session_id, m.kind, int(m.sensitivity), _ts(m.occurred_at),
-                   math.inf if math.isnan(exp) else exp, m.archived)
+        return cls(m.id, m.owner, m.session_id, m.kind, int(m.sensitivity),
+                   NO_TIME if m.occurred_at is None else to_micros(m.occurred_at),
+                   NEVER if m.expires_at is None else to_micros(m.expires_at), m.archived)
 
 
 class _Postings:
@@ -88,8 +92,8 @@ class MemoryIndex:
         self._session = np.zeros(capacity, dtype=np.int32)
         self._kind = np.zeros(capacity, dtype=np.int8)
         self._sens = np.zeros(capacity, dtype=np.int8)
-        self._occurred = np.zeros(capacity, dtype=np.float64)
-        self._expires = np.zeros(capacity, dtype=np.float64)
+        self._occurred = np.zeros(capacity, dtype=np.int64)
+        self._expires = np.zeros(capacity, dtype=np.int64)
         self._archived = np.zeros(capacity, dtype=bool)
         self._len_own = np.zeros(capacity, dtype=np.float32)
         self._len_ctx = np.zeros(capacity, dtype=np.float32)
@@ -301,9 +305,9 @@ class MemoryIndex:
         if not flt.include_archived:
             mask &= ~self._archived[slots]
         if not flt.include_expired and flt.now is not None:
-            mask &= self._expires[slots] > flt.now.timestamp()
-        if flt.start is not None:
-            mask &= self._occurred[slots] >= flt.start.timestamp()  # NaN compares False: no date, no match
+            mask &= self._expires[slots] > to_micros(flt.now)
+        if flt.start is not None:  # NO_TIME is below every start: no date, no match
+            mask &= self._occurred[slots] >= to_micros(flt.start)
         if flt.end is not None:
-            mask &= self._occurred[slots] <= flt.end.timestamp()
+            mask &= (self._occurred[slots] <= to_micros(flt.end)) & (self._occurred[slots] != NO_TIME)
         return mask

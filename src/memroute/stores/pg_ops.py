@@ -65,6 +65,7 @@ from memroute.stores.pg_sql import (
     vector_settings,
     where_clause,
 )
+from memroute.times import checked_time
 from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
 
 try:
@@ -338,7 +339,8 @@ class PgOperations:
     # ---------------------------------------------------------------------------- conversation log
     def op_add_messages(self, messages: Sequence[Message]) -> Op[None]:
         if messages:
-            yield Many(ADD_MESSAGE_SQL, [(m.owner, m.session_id, m.role, m.text, m.created_at) for m in messages])
+            yield Many(ADD_MESSAGE_SQL, [(m.owner, m.session_id, m.role, m.text,
+                                          checked_time(m.created_at, "the time of a message")) for m in messages])
 
     def op_recent_messages(self, session_id: str, owner: str, limit: int) -> Op[list[Message]]:
         rows = yield Sql(RECENT_MESSAGES_SQL, (owner, session_id, int(limit)))

@@ -22,6 +22,7 @@ import numpy.typing as npt
 from memroute.errors import ConfigError, DependencyError, ModelMismatchError, StoreError
 from memroute.stores import bm25
 from memroute.stores.base import MemoryRecord, checked_vector
+from memroute.times import checked_time
 from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
 
 try:
@@ -175,6 +176,11 @@ def split_schema(url: str) -> tuple[str, str | None]:
     return base + ("?" + "&".join(kept) if kept else ""), schema
 
 
+UTC_SESSION_SQL = "SET TIME ZONE 'UTC'"
+"""Every pooled session reads times in UTC: in a zone east of UTC, a time late on 9999-12-31 (which an older
+memroute accepted) would be past the year 9999 and could not be loaded into a ``datetime``."""
+
+
 def search_path_sql(schema: str, local: bool) -> sql.Composed:
     """Put ``schema`` first in the search path, keeping the rest (where pgvector's types live)."""
     return sql.SQL("SELECT set_config('search_path', {} || ', ' || current_setting('search_path'), {})").format(
@@ -201,8 +207,10 @@ def record_rows(records: Sequence[MemoryRecord], dim: int) -> list[tuple[Any, ..
         vec = checked_vector(rec.vector, dim, f"the vector of memory {rec.memory.id}")
         m = rec.memory
         own, ctx = token_text(rec.tokens), token_text(rec.context_tokens)
-        rows.append((m.owner, m.id, m.session_id, str(m.kind), m.text, m.reply, m.occurred_at,
-                     m.created_at or utcnow(), m.expires_at, m.archived, int(m.sensitivity), m.source_type,
+        occurred, created, expires = (checked_time(t, f"{name} of memory {m.id}") for t, name in (
+            (m.occurred_at, "occurred_at"), (m.created_at or utcnow(), "created_at"), (m.expires_at, "expires_at")))
+        rows.append((m.owner, m.id, m.session_id, str(m.kind), m.text, m.reply, occurred, created, expires,
+                     m.archived, int(m.sensitivity), m.source_type,
                      Jsonb(dict(m.metadata)), m.language, vec, own, ctx, len(own.split()), len(ctx.split())))
     return rows
 

@@ -51,6 +51,7 @@ from memroute.stores.pg_sql import (
     MERGE_SQL,
     SEARCH_INDEXES,
     STAGING_DDL,
+    UTC_SESSION_SQL,
     SearchCache,
     bm25_query,
     bm25_rank,
@@ -132,8 +133,9 @@ class PostgresStore(PgOperations):
     # ------------------------------------------------------------------------------------- plumbing
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         register_vector(conn)
-        if self.schema is not None:
-            with conn.transaction():
+        with conn.transaction():
+            conn.execute(UTC_SESSION_SQL)
+            if self.schema is not None:
                 conn.execute(search_path_sql(self.schema, local=False))
 
     def _run(self, what: str, op: Op[T]) -> T:

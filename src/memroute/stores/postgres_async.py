@@ -20,7 +20,7 @@ import numpy.typing as npt
 from memroute.errors import DependencyError, StoreError
 from memroute.stores.base import MemoryRecord, StoreStats
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
-from memroute.stores.pg_sql import safe_url, search_path_sql, translate_errors
+from memroute.stores.pg_sql import UTC_SESSION_SQL, safe_url, search_path_sql, translate_errors
 from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
 
 try:
@@ -91,8 +91,9 @@ class AsyncPostgresStore(PgOperations):
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
         await register_vector_async(conn)
-        if self.schema is not None:
-            async with conn.transaction():
+        async with conn.transaction():
+            await conn.execute(UTC_SESSION_SQL)
+            if self.schema is not None:
                 await conn.execute(search_path_sql(self.schema, local=False))
 
     async def _run(self, what: str, op: Op[T]) -> T:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,15 @@ from memroute.errors import (
     StoreReadOnlyError,
 )
 from memroute.stores.base import MemoryRecord, StoreStats, checked_vector
-from memroute.stores.memory_index import MemoryIndex, RowMeta
+from memroute.stores.memory_index import NEVER, NO_TIME, MemoryIndex, RowMeta
 from memroute.stores.migrations.sqlite import MIGRATIONS
+from memroute.times import checked_micros, from_micros, to_micros
 from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
 
 _COLUMNS = ("owner, id, session_id, kind, text, reply, occurred_at, created_at, expires_at, archived, "
             "sensitivity, source_type, metadata, language")
 _CHANGE_LOG_KEEP = 200_000
+log = logging.getLogger("memroute.store")
 
 
 @contextlib.contextmanager
@@ -68,12 +71,15 @@ def translate_errors(what: str, path: str) -> Iterator[None]:
         raise StoreError(f"{what} failed on {path}: {exc} (is it a memroute SQLite file?)") from exc
 
 
-def _ts(value: datetime | None) -> float | None:
-    return value.timestamp() if value is not None else None
+def _dt(value: int | None) -> datetime | None:
+    return from_micros(value) if value is not None else None
 
 
-def _dt(value: float | None) -> datetime | None:
-    return datetime.fromtimestamp(value, UTC) if value is not None else None
+def _index_micros(value: object) -> int:
+    """A stored time as the index keeps it, whole microseconds inside the calendar's ends."""
+    if not isinstance(value, int):  # REAL or TEXT, written by hand: SQLite would compare it differently
+        raise ValueError(f"a time is stored as {type(value).__name__}, not as whole microseconds")
+    return to_micros(from_micros(value))
 
 
 def _token(token: str) -> str:
@@ -200,11 +206,14 @@ class SQLiteStore:
         dim = self._dimension()
         rows = []
         for rec in records:
-            vec = checked_vector(rec.vector, dim, f"the vector of memory {rec.memory.id}")
-            rows.append((rec, vec))
+            m = rec.memory
+            vec = checked_vector(rec.vector, dim, f"the vector of memory {m.id}")
+            times = tuple(checked_micros(t, f"{name} of memory {m.id}") for t, name in (
+                (m.occurred_at, "occurred_at"), (m.created_at or utcnow(), "created_at"), (m.expires_at, "expires_at")))
+            rows.append((rec, vec, times))
         with self._write("store memories") as conn:
             touched: list[int] = []
-            for rec, vec in rows:
+            for rec, vec, (occurred, created, expires) in rows:
                 m = rec.memory
                 old = conn.execute("SELECT rowid FROM memories WHERE owner=? AND id=?", (m.owner, m.id)).fetchone()
                 if old is not None:
@@ -214,8 +223,8 @@ class SQLiteStore:
                 cur = conn.execute(
                     f"INSERT INTO memories ({_COLUMNS}, tokens, context_tokens) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (m.owner, m.id, m.session_id, str(m.kind), m.text, m.reply, _ts(m.occurred_at),
-                     _ts(m.created_at) or time.time(), _ts(m.expires_at), int(m.archived), int(m.sensitivity),
+                    (m.owner, m.id, m.session_id, str(m.kind), m.text, m.reply, occurred, created, expires,
+                     int(m.archived), int(m.sensitivity),
                      m.source_type, json.dumps(dict(m.metadata), ensure_ascii=False), m.language, tokens,
                      context))
                 rowid = int(cur.lastrowid or 0)
@@ -354,27 +363,43 @@ class SQLiteStore:
         return index
 
     def _load_rows(self, index: MemoryIndex, where: str, params: Sequence[Any]) -> None:
-        cur = self._conn.execute(f"SELECT m.rowid, {_COLUMNS}, tokens, context_tokens, v.vector FROM memories m "
-                                 f"JOIN memory_vectors v ON v.rowid = m.rowid WHERE {where}", params)
+        """Put rows of every owner into the index. A row that cannot be read (written by hand, or by a bug) is
+        left out of the index and logged: it must never fail the searches of the other owners."""
+        cur = self._conn.execute("SELECT m.rowid, owner, id, session_id, kind, sensitivity, occurred_at, expires_at, "
+                                 "archived, tokens, context_tokens, v.vector FROM memories m JOIN memory_vectors v "
+                                 f"ON v.rowid = m.rowid WHERE {where}", params)
+        dim = index.dimension
         while batch := cur.fetchmany(5000):
-            for row in batch:
-                index.put(int(row[0]), RowMeta.of(_memory(row[1:15])), np.frombuffer(row[17], dtype=np.float32),
-                          row[15].split(), row[16].split())
+            for rowid, owner, mid, session_id, kind, sens, occurred, expires, archived, own, ctx, blob in batch:
+                try:
+                    meta = RowMeta(str(mid), str(owner), None if session_id is None else str(session_id),
+                                   MemoryKind(kind), Sensitivity(int(sens)),
+                                   NO_TIME if occurred is None else _index_micros(occurred),
+                                   NEVER if expires is None else _index_micros(expires), bool(archived))
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if vector.shape != (dim,) or not np.isfinite(vector).all():
+                        raise ValueError(f"its vector has {vector.size} values, not {dim} finite ones")
+                    tokens, context = str(own).split(), str(ctx).split()
+                except (ValueError, TypeError, OverflowError) as exc:
+                    log.warning("memory row %s of %s cannot be read and is left out of searches: %s", rowid,
+                                self.path, exc)
+                    continue
+                index.put(int(rowid), meta, vector, tokens, context)
 
     # ---------------------------------------------------------------------------- conversation log
     def add_messages(self, messages: Sequence[Message]) -> None:
         if not messages:
             return
+        rows = [(m.owner, m.session_id, m.role, m.text, checked_micros(m.created_at, "the time of a message"))
+                for m in messages]
         with self._write("append messages") as conn:
-            conn.executemany(
-                "INSERT INTO messages (owner, session_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
-                [(m.owner, m.session_id, m.role, m.text, m.created_at.timestamp()) for m in messages])
+            conn.executemany("INSERT INTO messages (owner, session_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
+                             rows)
 
     def recent_messages(self, session_id: str, owner: str, limit: int = 20) -> list[Message]:
         rows = self._read("read messages", "SELECT id, role, text, created_at FROM messages WHERE owner = ? AND "
                           "session_id = ? ORDER BY id DESC LIMIT ?", (owner, session_id, int(limit)))
-        return [Message(session_id, role, text, datetime.fromtimestamp(ts, UTC), owner, mid)
-                for mid, role, text, ts in reversed(rows)]
+        return [Message(session_id, role, text, from_micros(ts), owner, mid) for mid, role, text, ts in reversed(rows)]
 
     def iter_messages(self, batch_size: int = 1000) -> Iterator[Message]:
         last = 0
@@ -382,7 +407,7 @@ class SQLiteStore:
                                  "WHERE id > ? ORDER BY id LIMIT ?", (last, batch_size)):
             for mid, owner, session_id, role, text, ts in rows:
                 last = mid
-                yield Message(session_id, role, text, datetime.fromtimestamp(ts, UTC), owner, mid)
+                yield Message(session_id, role, text, from_micros(ts), owner, mid)
 
     # --------------------------------------------------------------------------------- named state
     def put_state(self, namespace: str, key: str, value: dict[str, Any], owner: str = "") -> None:
@@ -459,13 +484,13 @@ def _where(flt: SearchFilter) -> tuple[str, list[Any]]:
         clauses.append("m.archived = 0")
     if not flt.include_expired:
         clauses.append("(m.expires_at IS NULL OR m.expires_at > ?)")
-        params.append((flt.now or utcnow()).timestamp())
+        params.append(to_micros(flt.now or utcnow()))
     if flt.start is not None:
         clauses.append("m.occurred_at >= ?")
-        params.append(flt.start.timestamp())
+        params.append(to_micros(flt.start))
     if flt.end is not None:
         clauses.append("m.occurred_at <= ?")
-        params.append(flt.end.timestamp())
+        params.append(to_micros(flt.end))
     return " AND ".join(clauses), params
 
 

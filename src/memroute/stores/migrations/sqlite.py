@@ -54,6 +54,57 @@ CREATE TABLE state (
 );
 """
 
+M002_EXACT_TIMES = """
+-- Times as whole microseconds since the epoch (INTEGER), not float seconds (REAL): a float rounds at
+-- microsecond resolution, and 9999-12-31T23:59:59.999999Z rounded into a year no reader could load, which
+-- failed every owner's search. SQLite cannot change a column's type: the tables are rebuilt, keeping every
+-- rowid (the vectors and the index change log refer to them).
+CREATE TABLE memories_v2 (
+    rowid        INTEGER PRIMARY KEY,
+    owner        TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    session_id   TEXT,
+    kind         TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    reply        TEXT,
+    occurred_at  INTEGER,
+    created_at   INTEGER NOT NULL,
+    expires_at   INTEGER,
+    archived     INTEGER NOT NULL DEFAULT 0,
+    sensitivity  INTEGER NOT NULL DEFAULT 0,
+    source_type  TEXT,
+    metadata     TEXT NOT NULL DEFAULT '{}',
+    language     TEXT NOT NULL DEFAULT 'und',
+    tokens       TEXT NOT NULL,
+    context_tokens TEXT NOT NULL DEFAULT '',
+    UNIQUE (owner, id)
+);
+INSERT INTO memories_v2
+SELECT rowid, owner, id, session_id, kind, text, reply, CAST(round(occurred_at * 1000000) AS INTEGER),
+       CAST(round(created_at * 1000000) AS INTEGER), CAST(round(expires_at * 1000000) AS INTEGER), archived,
+       sensitivity, source_type, metadata, language, tokens, context_tokens
+FROM memories ORDER BY rowid;
+DROP TABLE memories;
+ALTER TABLE memories_v2 RENAME TO memories;
+CREATE INDEX memories_owner_time ON memories (owner, occurred_at);
+CREATE INDEX memories_owner_session ON memories (owner, session_id);
+
+CREATE TABLE messages_v2 (
+    id          INTEGER PRIMARY KEY,
+    owner       TEXT NOT NULL,
+    session_id  TEXT NOT NULL,
+    role        TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+INSERT INTO messages_v2
+SELECT id, owner, session_id, role, text, CAST(round(created_at * 1000000) AS INTEGER) FROM messages ORDER BY id;
+DROP TABLE messages;
+ALTER TABLE messages_v2 RENAME TO messages;
+CREATE INDEX messages_session ON messages (owner, session_id, id);
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial", M001_INITIAL),
+    (2, "exact times", M002_EXACT_TIMES),
 )
