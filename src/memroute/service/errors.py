@@ -3,7 +3,9 @@
 ``type`` is the memroute error class (``InputError``, ``NotFoundError``, ``AuthError``, ...) or, for
 refusals of the HTTP layer itself, a precise name (``ValidationError``, ``MalformedJSON``,
 ``PayloadTooLarge``, ``RequestTimeout``, ``ServiceBusy``, ``NotFound`` for an unknown path). Bad input is
-always a 4xx; a 500 means a bug, and its answer says nothing about the internals (the log has the trace).
+always a 4xx; a 500 means a bug, and its answer says nothing about the internals (the log has the trace,
+once, under the request id that the answer's ``X-Request-ID`` and ``detail.request_id`` give: see
+:class:`memroute.service.middleware.RequestIds`).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def error_response(status: int, kind: str, message: str, detail: Any = None,
     return Json({"type": kind, "message": message, "detail": detail}, status_code=status, headers=headers)
 
 
-def memroute_error_response(exc: MemrouteError) -> Response:
+def memroute_error_response(exc: MemrouteError, request_id: str | None = None) -> Response:
     if isinstance(exc, ServiceError):
         headers: dict[str, str] = {}
         if exc.retry_after is not None:
@@ -85,7 +87,7 @@ def memroute_error_response(exc: MemrouteError) -> Response:
         return error_response(exc.status, exc.kind, str(exc), exc.detail, headers)
     status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
     if status == 500:
-        log.error("memroute error answered with 500: %s", exc, exc_info=exc)
+        log.error("memroute error answered with 500 (request %s): %s", request_id, exc, exc_info=exc)
     return error_response(status, type(exc).__name__, str(exc), None, {"Retry-After": "1"} if status == 503 else None)
 
 
@@ -103,7 +105,8 @@ def install(app: FastAPI) -> None:
 
     async def on_memroute(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, MemrouteError)
-        return memroute_error_response(exc)
+        state = request.scope.get("state")
+        return memroute_error_response(exc, state.get("request_id") if isinstance(state, dict) else None)
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -134,12 +137,6 @@ def install(app: FastAPI) -> None:
         more = f" (and {len(detail) - 1} more problems)" if len(detail) > 1 else ""
         return error_response(422, "ValidationError", f"{where}: {first['msg']}{more}", detail)
 
-    async def on_unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
-        return error_response(500, "InternalError", "the service failed on this request; the server log has the "
-                              "details")
-
     app.add_exception_handler(MemrouteError, on_memroute)
     app.add_exception_handler(HTTPException, on_http)
     app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(Exception, on_unexpected)
