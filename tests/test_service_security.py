@@ -194,7 +194,7 @@ def alice(live: Live) -> Iterator[httpx.Client]:
     (b'{"text": "x", "owner": "bob"}', 422, "ValidationError"),
     (b'{"text": "x", "colour": "blue"}', 422, "ValidationError"),
     (b'{"text": "x", "kind": "poem"}', 422, "ValidationError"),
-    (b'{"text": "x", "occurred_at": "yesterday-ish"}', 400, "InputError"),
+    (b'{"text": "x", "occurred_at": "yesterday-ish"}', 422, "ValidationError"),
     (b'{"text": "bad \\ud800 surrogate"}', 422, "ValidationError"),
     (b'{"text": "nul \\u0000 inside"}', 400, "InputError"),
     (b'{"text": "x", "metadata": {"deep": "\\udfff"}}', 422, "ValidationError"),

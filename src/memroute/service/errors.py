@@ -14,6 +14,7 @@ import datetime as dt
 import enum
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -100,6 +101,24 @@ class RefusedRequest(HTTPException):
         self.error = error
 
 
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method the OpenAPI schema documents for the request's path (the router's 405 names only the first
+    route that matched the path, e.g. GET of GET / PATCH / DELETE /v1/memories/{memory_id})."""
+    app = request.app
+    table: list[tuple[re.Pattern[str], set[str]]] | None = getattr(app.state, "allowed_methods", None)
+    if table is None:
+        table = [(re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path)) + "$"),
+                  {m.upper() for m in operations if m.upper() in _METHODS})
+                 for path, operations in sorted(app.openapi().get("paths", {}).items(),
+                                                key=lambda item: item[0].count("{"))]
+        app.state.allowed_methods = table
+    path = request.url.path  # the most literal path that matches: /v1/memories/import, not /v1/memories/{id}
+    return sorted(next((methods for pattern, methods in table if pattern.match(path)), set()))
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that give every error its status and shape."""
 
@@ -114,11 +133,16 @@ def install(app: FastAPI) -> None:
             return memroute_error_response(exc.error)
         kind = _HTTP_KINDS.get(exc.status_code, "HTTPError")
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        headers = exc.headers
         if exc.status_code == 404:
             message = f"no such endpoint: {request.method} {request.url.path} (see /docs)"
+        elif exc.status_code == 405:  # the router names the first route of the path only: name them all
+            allowed = _allowed_methods(request)
+            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+            message = f"{request.method} is not allowed on {request.url.path}; allowed: {', '.join(allowed)}"
         elif exc.status_code == 400:  # FastAPI's body parser: not UTF-8, or nested too deeply
             message = "the request body could not be read as JSON: send UTF-8 JSON, not nested too deeply"
-        return error_response(exc.status_code, kind, message, None, exc.headers)
+        return error_response(exc.status_code, kind, message, None, headers)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
