@@ -7,7 +7,7 @@
    limit as shipped: ``server_threads`` 4, ``server_queue`` 64, so 64 clients may meet load shedding).
 2. The load comes from a separate process (``multiprocessing``, spawned): ``N`` async httpx clients with
    keep-alive connections, each sending its next request when the previous answer arrives; 20 % ``POST
-   /v1/memories`` (new text each time), 80 % ``POST /v1/recall`` (distinct queries, without the trace).
+   /v1/memories`` (new text each time; ``--writes``), 80 % ``POST /v1/recall`` (distinct queries, without the trace).
    Phases: 16 clients, then 64 clients, for ``--phase-seconds`` each; then the soak, ``--soak-clients``
    for ``--seconds`` (default 10 minutes).
 3. During the soak the service's resident memory (``VmRSS`` of the process) is sampled every 5 s; the
@@ -41,16 +41,15 @@ from memroute.eval.recall_bench import NOW
 from memroute.service.auth import key_entry, new_key
 from memroute.stores import open_store
 
-WRITE_SHARE = 0.2
 
-
-def _generate(url: str, key: str, asks: list[str], clients: int, seconds: float, tag: str,
+def _generate(url: str, key: str, asks: list[str], clients: int, seconds: float, tag: str, writes: float,
               out: Any) -> None:
     """The load process: ``clients`` clients for ``seconds``; sends its results through ``out``."""
-    out.send(asyncio.run(_drive(url, key, asks, clients, seconds, tag)))
+    out.send(asyncio.run(_drive(url, key, asks, clients, seconds, tag, writes)))
 
 
-async def _drive(url: str, key: str, asks: list[str], clients: int, seconds: float, tag: str) -> dict[str, Any]:
+async def _drive(url: str, key: str, asks: list[str], clients: int, seconds: float, tag: str,
+                 writes: float) -> dict[str, Any]:
     latencies: list[float] = []
     statuses: Counter[str] = Counter()
     acked: list[str] = []
@@ -61,7 +60,7 @@ async def _drive(url: str, key: str, asks: list[str], clients: int, seconds: flo
         while time.monotonic() < stop:
             n = counter
             counter += 1
-            write = (n % 10) < WRITE_SHARE * 10
+            write = (n % 100) < writes * 100
             mid = f"{tag}-{n}"
             start = time.perf_counter()
             try:
@@ -95,9 +94,11 @@ async def _drive(url: str, key: str, asks: list[str], clients: int, seconds: flo
             "statuses": dict(statuses), "acked": acked}
 
 
-def run_phase(url: str, key: str, asks: list[str], clients: int, seconds: float, tag: str) -> dict[str, Any]:
+def run_phase(url: str, key: str, asks: list[str], clients: int, seconds: float, tag: str,
+              writes: float) -> dict[str, Any]:
     receive, send = mp.get_context("spawn").Pipe(duplex=False)
-    process = mp.get_context("spawn").Process(target=_generate, args=(url, key, asks, clients, seconds, tag, send))
+    process = mp.get_context("spawn").Process(target=_generate,
+                                              args=(url, key, asks, clients, seconds, tag, writes, send))
     process.start()
     result: dict[str, Any] = receive.recv()
     process.join(60)
@@ -141,6 +142,7 @@ def main() -> int:
     parser.add_argument("--phase-seconds", type=float, default=60.0, help="length of the 16- and 64-client phases")
     parser.add_argument("--seconds", type=float, default=600.0, help="length of the soak")
     parser.add_argument("--soak-clients", type=int, default=16)
+    parser.add_argument("--writes", type=float, default=0.2, help="share of requests that remember (default 0.2)")
     args = parser.parse_args()
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="memroute-bench-soak-") as tmp:
@@ -152,17 +154,19 @@ def main() -> int:
         url = f"http://127.0.0.1:{port}"
         service = start_service(store, port, key)
         samples: list[tuple[float, float]] = []
+        stop = threading.Event()
         try:
             wait_ready(url, service)
-            run_phase(url, key, asks, 4, 3, "warm")  # caches and connections
-            results = {}
-            for clients in (16, 64):
-                results[clients] = run_phase(url, key, asks, clients, args.phase_seconds, f"c{clients}")
-                print(line(f"phase {clients}", results[clients]), flush=True)
-            stop = threading.Event()
             sampler = threading.Thread(target=sample_rss, args=(service.pid, 5.0, stop, samples), daemon=True)
             sampler.start()
-            soak = run_phase(url, key, asks, args.soak_clients, args.seconds, "soak")
+            run_phase(url, key, asks, 4, 3, "warm", args.writes)  # caches and connections
+            results = {}
+            for clients in (16, 64):
+                results[clients] = run_phase(url, key, asks, clients, args.phase_seconds, f"c{clients}", args.writes)
+                print(line(f"phase {clients}", results[clients]) + f"; resident {rss_mb(service.pid):.0f} MB",
+                      flush=True)
+            soak_start = len(samples)
+            soak = run_phase(url, key, asks, args.soak_clients, args.seconds, "soak", args.writes)
             stop.set()
             sampler.join()
             print(line("soak", soak), flush=True)
@@ -175,16 +179,19 @@ def main() -> int:
             found = sum(len(db.get(acked[i:i + 500], OWNER)) for i in range(0, len(acked), 500))
         finally:
             db.close()
-    times, rss = np.asarray([t for t, _ in samples]), np.asarray([m for _, m in samples])
-    slope = float(np.polyfit(times, rss, 1)[0]) * 60 if len(samples) > 2 else float("nan")
-    print(f"resident memory over the soak ({len(samples)} samples, every 5 s): first {rss[0]:.0f} MB, "
+    print(f"resident memory at start {samples[0][1]:.0f} MB (ready, before any request)")
+    soaked = samples[soak_start:]
+    times, rss = np.asarray([t for t, _ in soaked]), np.asarray([m for _, m in soaked])
+    slope = float(np.polyfit(times, rss, 1)[0]) * 60 if len(soaked) > 2 else float("nan")
+    print(f"resident memory over the soak ({len(soaked)} samples, every 5 s): first {rss[0]:.0f} MB, "
           f"largest {rss.max():.0f} MB, last {rss[-1]:.0f} MB; least-squares slope {slope:+.2f} MB/min")
     print(f"acknowledged writes present afterwards: {found} of {len(acked)}")
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_start)} at the start, "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"reproduce: python -m benchmarks.bench_soak --memories {args.memories} --phase-seconds "
-          f"{args.phase_seconds:g} --seconds {args.seconds:g} --soak-clients {args.soak_clients}")
+          f"{args.phase_seconds:g} --seconds {args.seconds:g} --soak-clients {args.soak_clients} "
+          f"--writes {args.writes:g}")
     bad = sum(v for r in (*results.values(), soak) for k, v in r["statuses"].items()
               if not k.isdigit() or (k.startswith("5") and k != "503"))
     return 0 if found == len(acked) and bad == 0 else 1
