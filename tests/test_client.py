@@ -62,6 +62,8 @@ def test_memories_round_trip_as_library_types(client: Client) -> None:
     assert (item.id, item.owner, item.kind, item.sensitivity, item.occurred_at) == (
         "c-mem-1", "alice", MemoryKind.FACT, Sensitivity.PRIVATE, when)
     assert client.get("c-mem-1") == item
+    naive = client.remember("a naive time is UTC, as in the library", occurred_at=when.replace(tzinfo=None))
+    assert naive.occurred_at == when and client.forget(naive.id) == 1
     with pytest.raises(InputError, match="already exists"):
         client.remember("again", id="c-mem-1")
     changed = client.update("c-mem-1", text="Mika owns the Atlas rollout now", sensitivity=0)

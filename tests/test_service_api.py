@@ -187,7 +187,7 @@ def test_agent_catalogue_is_per_owner_and_survives_a_restart(tmp_path: Path, emb
         assert http.put("/v1/agents/weather", json=agent).status_code == 201
         changed = {**agent, "keywords": ["weather", "天気", "날씨"]}
         assert http.put("/v1/agents/weather", json=changed).status_code == 200
-        assert http.put("/v1/agents/weather", json={**agent, "id": "other"}).status_code == 400
+        assert http.put("/v1/agents/weather", json={**agent, "id": "other"}).status_code == 409
         assert http.post("/v1/route", json={"text": "明日の天気は？"}).json()["agent"] == "weather"
         assert http.delete("/v1/agents/coder").json() == {"deleted": 1}
         assert http.delete("/v1/agents/coder").status_code == 404

@@ -194,7 +194,7 @@ def alice(live: Live) -> Iterator[httpx.Client]:
     (b'{"text": "x", "owner": "bob"}', 422, "ValidationError"),
     (b'{"text": "x", "colour": "blue"}', 422, "ValidationError"),
     (b'{"text": "x", "kind": "poem"}', 422, "ValidationError"),
-    (b'{"text": "x", "occurred_at": "yesterday-ish"}', 400, "InputError"),
+    (b'{"text": "x", "occurred_at": "yesterday-ish"}', 422, "ValidationError"),
     (b'{"text": "bad \\ud800 surrogate"}', 422, "ValidationError"),
     (b'{"text": "nul \\u0000 inside"}', 400, "InputError"),
     (b'{"text": "x", "metadata": {"deep": "\\udfff"}}', 422, "ValidationError"),
@@ -322,6 +322,29 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path: Path, embedder: Cache
         assert limited.json()["type"] == "RateLimitError" and int(limited.headers["retry-after"]) == 1
         assert httpx.get(f"{live.url}/v1/memories", headers=auth("bob")).status_code == 200  # per key
         assert httpx.get(f"{live.url}/healthz").status_code == 200
+
+
+def test_callers_without_a_valid_key_are_rate_limited_by_address(tmp_path: Path, embedder: CachedEmbedder) -> None:
+    settings = settings_for(tmp_path, rate_limit_per_minute=6, rate_limit_burst=4)
+    mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+    with live_service(settings, embedder) as live:
+        refused = [httpx.get(f"{live.url}/v1/memories", headers={"Authorization": "Bearer mr_guess"}),
+                   httpx.get(f"{live.url}/v1/memories"),
+                   httpx.post(f"{live.url}/mcp/", json=initialize, headers=mcp),
+                   httpx.get(f"{live.url}/metrics", headers={"X-API-Key": "guess"})]
+        assert [r.status_code for r in refused] == [401] * 4
+        # the address's bucket is empty: every further keyless or wrong-key request is 429, on every surface
+        for limited in (httpx.get(f"{live.url}/v1/memories", headers={"Authorization": "Bearer mr_guess2"}),
+                        httpx.post(f"{live.url}/mcp/", json=initialize, headers=mcp | {"X-API-Key": "guess"}),
+                        httpx.post(f"{live.url}/v1/recall", json={"text": "x"})):
+            assert limited.status_code == 429, limited.text
+            assert limited.json()["type"] == "RateLimitError" and int(limited.headers["retry-after"]) >= 1
+            assert "address" in limited.json()["message"]
+        # a valid key is limited per key, never by the address it shares with a stranger
+        assert httpx.get(f"{live.url}/v1/memories", headers=auth("alice")).status_code == 200
+        assert httpx.post(f"{live.url}/mcp/", json=initialize, headers=mcp | auth("bob")).status_code == 200
 
 
 def test_rate_limiter_refills() -> None:

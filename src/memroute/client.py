@@ -22,7 +22,7 @@ import dataclasses
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -64,9 +64,10 @@ def _one(call: _Call, read: Callable[[Any], T]) -> _Plan[T]:
 
 
 def _wire(value: Any) -> Any:
-    """A library value as JSON: times as ISO 8601, sensitivities by name, enums by value."""
+    """A library value as JSON: times as RFC 3339 (a naive time is UTC, as in the library), sensitivities by
+    name, enums by value."""
     if isinstance(value, datetime):
-        return value.isoformat()
+        return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).isoformat()
     if isinstance(value, Sensitivity):
         return value.name.lower()
     if isinstance(value, enum.Enum):

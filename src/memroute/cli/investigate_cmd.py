@@ -72,7 +72,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    "or path (get_symbols, analyze_structure)")
     s.add_argument("--path", help="only this file or folder")
     s.add_argument("--kind", help="only this kind of symbol (class, function, method, variable)")
-    s.add_argument("--regex", action="store_true", help="search_text: the pattern is a regular expression")
+    s.add_argument("--regex", action="store_true",
+                   help="search_text: the pattern is a regular expression (RE2 syntax, linear time)")
     s.add_argument("--glob", help="search_text: only files matching (e.g. *.py)")
     s.add_argument("--limit", type=int)
     s.add_argument("--session", help="record the call in this session's decision log")

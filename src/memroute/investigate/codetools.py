@@ -12,11 +12,12 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import re
-import re._parser as sre  # type: ignore[import-not-found]  # a pattern's syntax tree (no stubs), to refuse catastrophic backtracking
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import re2  # type: ignore[import-untyped]  # google-re2 has no type hints
 
 from memroute.errors import InputError
 from memroute.investigate.codeindex import CodeIndex, FileEntry, ToolResult, timed_result
@@ -36,24 +37,36 @@ def _name(value: str) -> str:
     return name
 
 
-def _nested_repeat(items: Any, inside: bool = False) -> bool:
-    """Whether a parsed pattern repeats, without bound, something that itself repeats without bound
-    (``(\\w+\\s?)+:``): on a long line that almost matches, such a pattern backtracks for an exponential
-    time, and Python's ``re`` cannot be interrupted. Atomic groups and possessive repeats do not backtrack."""
-    for op, av in items:
-        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
-            unbounded = av[1] == sre.MAXREPEAT
-            if unbounded and inside:
-                return True
-            if _nested_repeat(av[2], inside or unbounded):
-                return True
-            continue
-        safe = op in (sre.ATOMIC_GROUP, sre.POSSESSIVE_REPEAT)
-        for part in av if isinstance(av, tuple | list) else (av,):
-            parts = part if isinstance(part, list) else [part]
-            if any(isinstance(sub, sre.SubPattern) and _nested_repeat(sub, inside and not safe) for sub in parts):
-                return True
-    return False
+def _re2(pattern: str, case_sensitive: bool, multiline: bool = False) -> Any:
+    """``pattern`` compiled by RE2, which matches in time linear in the text (no backtracking), so no pattern
+    can hold the tool: ``(a|aa)+$`` or ``(\\w+\\s?)+:`` answer at once on any line. RE2 has no
+    backreferences, lookaround, atomic groups or possessive repeats; those are refused with a clear error."""
+    options = re2.Options()
+    options.case_sensitive = case_sensitive
+    options.log_errors = False  # the caller gets the error; nothing on stderr
+    try:
+        return re2.compile(("(?m)" if multiline else "") + pattern, options)
+    except re2.error as exc:
+        raw = exc.args[0] if exc.args else exc
+        reason = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        lacks = next((what for marks, what in _RE2_LACKS if re.search(marks, reason)), None)
+        if lacks is not None:
+            raise InputError(f"{pattern[:80]!r} uses {lacks}, which the regular-expression engine (RE2, linear "
+                             f"time) does not have ({reason}); rewrite the pattern without it, or pass "
+                             "regex=false to search the text as is") from None
+        raise InputError(f"not a valid regular expression: {reason} (RE2 syntax; pass regex=false to search the "
+                         "text as is)") from None
+
+
+_RE2_LACKS = (
+    (r"escape sequence: \\[1-9]|operator: \(\?P=?$", "a backreference"),  # \1, (?P=name)
+    (r"\(\?[=!]", "a lookahead"),
+    (r"\(\?<[=!]", "a lookbehind"),
+    (r"\(\?>", "an atomic group"),
+    (r"repetition operator: [*+?}]\+", "a possessive repeat"),
+    (r"escape sequence: \\Z", r"\Z (write \z for the end of the text)"),
+)
+"""Constructs of Python's ``re`` that RE2 refuses: what its error message shows, and what to call them."""
 
 
 def _limit(limit: int) -> int:
@@ -124,8 +137,10 @@ def find_references(index: CodeIndex, name: str, *, repo: str | None = None, pat
 def search_text(index: CodeIndex, pattern: str, *, repo: str | None = None, path: str | None = None,
                 regex: bool = False, case_sensitive: bool = False, glob: str | None = None,
                 limit: int = 100) -> ToolResult:
-    """Lines matching ``pattern`` (literal text, or a Python regular expression with ``regex``) in every
-    text file, optionally only files whose path matches ``glob`` (``*.py``, ``src/**/auth*``)."""
+    r"""Lines matching ``pattern`` (literal text, or with ``regex`` a regular expression in RE2 syntax, matched
+    in linear time: Perl's syntax without backreferences or lookaround; ``\w`` and ``\d`` are ASCII,
+    ``\p{L}`` any letter) in every text file, optionally only files whose path matches ``glob``
+    (``*.py``, ``src/**/auth*``)."""
     start = time.perf_counter()
     if not isinstance(pattern, str) or not pattern:
         raise InputError("pattern is empty: give the text to search for")
@@ -133,19 +148,13 @@ def search_text(index: CodeIndex, pattern: str, *, repo: str | None = None, path
         raise InputError(f"pattern has {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
     if not regex and ("\n" in pattern or "\r" in pattern):
         raise InputError("a literal pattern is searched line by line: it cannot contain a line break")
-    flags = 0 if case_sensitive else re.IGNORECASE
-    try:
-        compiled = re.compile(pattern if regex else re.escape(pattern), flags)
-    except re.error as exc:
-        raise InputError(f"not a valid regular expression: {exc} (pass regex=false to search the text as is)") \
-            from None
-    if regex and _nested_repeat(sre.parse(pattern, flags)):
-        raise InputError(f"{pattern[:80]!r} repeats a repetition (like (a+)+), which can take exponential time on "
-                         "a long line: repeat it once (a+), or make the inner part atomic ((?>a+)+) or possessive")
-    # A whole-file search first skips the files without a match (most of them) at C speed; `^` and `$` keep
-    # their per-line meaning under MULTILINE. \A, \Z and lookbehinds could differ between the two: no skip.
-    whole = None if regex and re.search(r"\\[AZ]|\(\?<[=!]", pattern) else re.compile(compiled.pattern,
-                                                                                  flags | re.MULTILINE)
+    if regex:
+        compiled = _re2(pattern, case_sensitive)
+        # A whole-file search first skips the files without a match (most of them); `^` and `$` keep their
+        # per-line meaning in multi-line mode. \A and \z could differ between the two: no skip.
+        whole = None if re.search(r"\\[Az]", pattern) else _re2(pattern, case_sensitive, multiline=True)
+    else:
+        compiled = whole = re.compile(re.escape(pattern), 0 if case_sensitive else re.IGNORECASE)
     root, under = index.target(repo, path)
     scan = index.scan(root, under)
     hits: list[tuple[FileEntry, int, int]] = []

@@ -186,8 +186,8 @@ class InvestigationTools:
         return self._tool(ctx, "find_references", owner, session_id, dict(name=name, path=path, repo=repo, limit=limit))
 
     def search_text(self, ctx: Context[Any, Any], pattern: Annotated[str, Field(
-                        description="text to find (or a Python regular expression with regex=true)", min_length=1,
-                        max_length=500)],
+                        description="text to find (or with regex=true a regular expression in RE2 syntax: "
+                                    "no backreferences or lookaround)", min_length=1, max_length=500)],
                     regex: bool = False, case_sensitive: bool = False,
                     glob: Annotated[str | None, Field(description="only files matching, e.g. *.py",
                                                       max_length=200)] = None,

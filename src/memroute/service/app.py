@@ -44,7 +44,7 @@ from memroute.service.auth import KeyRing
 from memroute.service.console import mount_console
 from memroute.service.core import Service
 from memroute.service.mcp_mount import mount_mcp
-from memroute.service.middleware import BodyLimit, HttpMetrics
+from memroute.service.middleware import BodyLimit, HttpMetrics, RequestIds
 from memroute.types import Agent
 
 Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
@@ -94,4 +94,5 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, *
     mount_console(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes, timeout_s=settings.request_timeout_s)
     app.add_middleware(HttpMetrics)
+    app.add_middleware(RequestIds)  # outermost: every answer has an id, and no exception reaches the server
     return app

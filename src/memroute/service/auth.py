@@ -51,6 +51,17 @@ def key_entry(key: str, owners: Iterable[str]) -> str:
     return f"sha256:{key_hash(key)}={','.join(names)}"
 
 
+_NOT_OWNER = r",;=\r\n\x00"
+_SPACE_OR_STAR = r"[\t\x0b\x0c\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000*]"
+OWNER_PATTERN = (rf"^(?:[^{_NOT_OWNER}]*[^{_NOT_OWNER}\t\x0b\x0c\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029"
+                 rf"\u202f\u205f\u3000*][^{_NOT_OWNER}]*|{_SPACE_OR_STAR}*(?:{_SPACE_OR_STAR}\*|\*{_SPACE_OR_STAR})"
+                 rf"{_SPACE_OR_STAR}*)$")
+""":func:`check_owner`'s rule as a regular expression, for the OpenAPI schema (it reads the same in Python,
+Rust and ECMAScript): no , ; = line break or NUL, not only white space (``str.isspace``), not ``*``. So
+either some character is neither white space nor ``*``, or there are only white space and stars, with a
+star and at least two characters. A test checks that the two agree."""
+
+
 def check_owner(owner: str) -> str:
     """An owner id as given, or an ``InputError`` saying why it cannot be one."""
     if not owner or not owner.strip():

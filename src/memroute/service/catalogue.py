@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memroute.errors import InputError, NotFoundError
+from memroute.errors import InputError, NotFoundError, ServiceError
 from memroute.memory import Memory
 from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.agents import agent_from_dict, agent_to_dict, check_agents
@@ -70,7 +70,8 @@ class Catalogues:
     def put(self, owner: str, agent_id: str, fields: dict[str, Any]) -> tuple[Agent, bool]:
         """Add or replace one agent; returns it and whether it is new."""
         if fields.get("id") not in (None, agent_id):
-            raise InputError(f"the body's id {fields['id']!r} differs from the id in the path {agent_id!r}")
+            raise ServiceError(f"the body's id {fields['id']!r} differs from the id in the path {agent_id!r}: leave "
+                               "it out, or send the same", status=409, kind="Conflict")
         agent = agent_from_dict({k: v for k, v in fields.items() if v not in (None, [], {}, "")} | {"id": agent_id},
                                 f"agent {agent_id!r}")
         with self._lock:  # one change at a time in this process; between replicas the last write wins

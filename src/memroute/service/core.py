@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from memroute.config import Settings
-from memroute.errors import ConfigError
+from memroute.errors import AuthError, ConfigError
 from memroute.memory import Memory
 from memroute.routing import AgentRouter
 from memroute.service.auth import KeyRing, Principal, is_loopback
@@ -42,13 +42,25 @@ class Service:
                               "could read every owner's memories. Configure keys (memroute new-key OWNER, then "
                               "MEMROUTE_API_KEYS or api_keys_file), or bind 127.0.0.1 for development")
         self.rate = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+        self.strangers = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+        """Requests without a valid key, per client address."""
         self.runner = Runner(settings.server_threads, settings.server_queue)
         self.router = AgentRouter(embedder=memory.embedder, llm=memory.llm)
         self.catalogues = Catalogues(memory, self.router, agents)
 
     def authenticate(self, key: str | None, client_host: str | None) -> Principal:
-        """Check ``key`` and take a rate-limit token; raises ``AuthError`` (401) or ``RateLimitError`` (429)."""
-        principal = self.keys.authenticate(key, client_host)
+        """Check ``key`` and take a rate-limit token; raises ``AuthError`` (401) or ``RateLimitError`` (429).
+
+        A request without a valid key takes its token from its client address's bucket (as large as a
+        key's) and is answered 429 instead of 401 once that is empty, so guessing keys or calling without
+        one is rate-limited like any key. A valid key is limited per key only, never by address: clients
+        behind one proxy share an address, and a stranger there must not be able to lock them out.
+        """
+        try:
+            principal = self.keys.authenticate(key, client_host)
+        except AuthError:
+            self.strangers.check(f"addr:{client_host}", "this client address without a valid API key")
+            raise
         self.rate.check(principal.key_id)
         return principal
 

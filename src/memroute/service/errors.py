@@ -3,7 +3,9 @@
 ``type`` is the memroute error class (``InputError``, ``NotFoundError``, ``AuthError``, ...) or, for
 refusals of the HTTP layer itself, a precise name (``ValidationError``, ``MalformedJSON``,
 ``PayloadTooLarge``, ``RequestTimeout``, ``ServiceBusy``, ``NotFound`` for an unknown path). Bad input is
-always a 4xx; a 500 means a bug, and its answer says nothing about the internals (the log has the trace).
+always a 4xx; a 500 means a bug, and its answer says nothing about the internals (the log has the trace,
+once, under the request id that the answer's ``X-Request-ID`` and ``detail.request_id`` give: see
+:class:`memroute.service.middleware.RequestIds`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import datetime as dt
 import enum
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,7 +76,7 @@ def error_response(status: int, kind: str, message: str, detail: Any = None,
     return Json({"type": kind, "message": message, "detail": detail}, status_code=status, headers=headers)
 
 
-def memroute_error_response(exc: MemrouteError) -> Response:
+def memroute_error_response(exc: MemrouteError, request_id: str | None = None) -> Response:
     if isinstance(exc, ServiceError):
         headers: dict[str, str] = {}
         if exc.retry_after is not None:
@@ -85,7 +88,7 @@ def memroute_error_response(exc: MemrouteError) -> Response:
         return error_response(exc.status, exc.kind, str(exc), exc.detail, headers)
     status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
     if status == 500:
-        log.error("memroute error answered with 500: %s", exc, exc_info=exc)
+        log.error("memroute error answered with 500 (request %s): %s", request_id, exc, exc_info=exc)
     return error_response(status, type(exc).__name__, str(exc), None, {"Retry-After": "1"} if status == 503 else None)
 
 
@@ -98,12 +101,31 @@ class RefusedRequest(HTTPException):
         self.error = error
 
 
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method the OpenAPI schema documents for the request's path (the router's 405 names only the first
+    route that matched the path, e.g. GET of GET / PATCH / DELETE /v1/memories/{memory_id})."""
+    app = request.app
+    table: list[tuple[re.Pattern[str], set[str]]] | None = getattr(app.state, "allowed_methods", None)
+    if table is None:
+        table = [(re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path)) + "$"),
+                  {m.upper() for m in operations if m.upper() in _METHODS})
+                 for path, operations in sorted(app.openapi().get("paths", {}).items(),
+                                                key=lambda item: item[0].count("{"))]
+        app.state.allowed_methods = table
+    path = request.url.path  # the most literal path that matches: /v1/memories/import, not /v1/memories/{id}
+    return sorted(next((methods for pattern, methods in table if pattern.match(path)), set()))
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that give every error its status and shape."""
 
     async def on_memroute(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, MemrouteError)
-        return memroute_error_response(exc)
+        state = request.scope.get("state")
+        return memroute_error_response(exc, state.get("request_id") if isinstance(state, dict) else None)
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -111,11 +133,16 @@ def install(app: FastAPI) -> None:
             return memroute_error_response(exc.error)
         kind = _HTTP_KINDS.get(exc.status_code, "HTTPError")
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        headers = exc.headers
         if exc.status_code == 404:
             message = f"no such endpoint: {request.method} {request.url.path} (see /docs)"
+        elif exc.status_code == 405:  # the router names the first route of the path only: name them all
+            allowed = _allowed_methods(request)
+            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+            message = f"{request.method} is not allowed on {request.url.path}; allowed: {', '.join(allowed)}"
         elif exc.status_code == 400:  # FastAPI's body parser: not UTF-8, or nested too deeply
             message = "the request body could not be read as JSON: send UTF-8 JSON, not nested too deeply"
-        return error_response(exc.status_code, kind, message, None, exc.headers)
+        return error_response(exc.status_code, kind, message, None, headers)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -134,12 +161,6 @@ def install(app: FastAPI) -> None:
         more = f" (and {len(detail) - 1} more problems)" if len(detail) > 1 else ""
         return error_response(422, "ValidationError", f"{where}: {first['msg']}{more}", detail)
 
-    async def on_unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
-        return error_response(500, "InternalError", "the service failed on this request; the server log has the "
-                              "details")
-
     app.add_exception_handler(MemrouteError, on_memroute)
     app.add_exception_handler(HTTPException, on_http)
     app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(Exception, on_unexpected)

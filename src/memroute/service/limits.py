@@ -1,4 +1,5 @@
-"""How much the service does at once: per-key rate limits and the worker threads of library calls.
+"""How much the service does at once: rate limits (per key, and per client address for requests without a
+valid key) and the worker threads of library calls.
 
 Concurrency model: the event loop only parses requests and writes answers. Every library call (store,
 embedding, recall, routing) runs in a worker thread through :class:`Runner`, at most ``server_threads`` at
@@ -36,7 +37,7 @@ class RateLimiter:
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def check(self, key: str) -> None:
+    def check(self, key: str, whose: str = "this key") -> None:
         """Take one token for ``key``, or raise ``RateLimitError`` saying when one will be there."""
         if self.rate <= 0:
             return
@@ -47,7 +48,7 @@ class RateLimiter:
             if tokens < 1.0:
                 self._buckets[key] = (tokens, now)
                 wait = math.ceil((1.0 - tokens) / self.rate)
-                raise RateLimitError(f"rate limit of {self.rate * 60:.0f} requests per minute reached for this key; "
+                raise RateLimitError(f"rate limit of {self.rate * 60:.0f} requests per minute reached for {whose}; "
                                      f"retry in {wait} s", status=429, retry_after=wait,
                                      detail={"per_minute": round(self.rate * 60), "burst": int(self.burst)})
             self._buckets[key] = (tokens - 1.0, now)

@@ -1,19 +1,25 @@
-"""ASGI middleware of the service: request body limits (size and time) and HTTP metrics.
+"""ASGI middleware of the service: request ids and unexpected errors, body limits (size and time), HTTP metrics.
 
-Both wrap the whole application, so whatever is mounted beside the API (the MCP endpoint, the console)
-gets the same limits and is counted in the same metrics.
+All wrap the whole application, so whatever is mounted beside the API (the MCP endpoint, the console)
+gets the same ids, limits and error answers and is counted in the same metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
+import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memroute.errors import ServiceError
 from memroute.observability.metrics import HTTP_LATENCY, HTTP_REQUESTS
-from memroute.service.errors import RefusedRequest, memroute_error_response
+from memroute.service.errors import RefusedRequest, error_response, memroute_error_response
+
+log = logging.getLogger("memroute.service")
+_CLIENT_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}")
 
 
 class BodyLimit:
@@ -114,3 +120,44 @@ class HttpMetrics:
             method = scope["method"] if scope["method"] in _METHODS else "other"  # a client cannot add labels
             HTTP_REQUESTS.labels(method, label, str(status)).inc()
             HTTP_LATENCY.labels(method, label).observe((time.perf_counter() - start) * 1000.0)
+
+
+class RequestIds:
+    """Give every request an id and answer an unexpected exception with a 500 on a connection that stays open.
+
+    The id is the client's ``X-Request-ID`` when it is a plain token (at most 64 of ``A-Z a-z 0-9 . _ : -``),
+    else a new one; the answer carries it in ``X-Request-ID`` and the log names it. An exception that no
+    handler turned into an answer is logged here, once, with its trace and the request id, and answered
+    ``500 {"type": "InternalError", ...}``: the exception does not reach the server, which would log it a
+    second time and close the keep-alive connection. Only when the answer had already begun (nothing
+    correct can follow it) is the connection left for the server to close.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((v for k, v in scope["headers"] if k == b"x-request-id"), b"")
+        rid = given.decode("ascii") if _CLIENT_ID.fullmatch(given) else uuid.uuid4().hex
+        state = scope.get("state")
+        scope["state"] = {**state, "request_id": rid} if isinstance(state, dict) else {"request_id": rid}
+        started = False
+
+        async def identified_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message = {**message, "headers": [*message.get("headers", ()), (b"x-request-id", rid.encode())]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, identified_send)
+        except Exception as exc:
+            log.error("unexpected error in %s %s (request %s)", scope["method"], scope["path"], rid, exc_info=exc)
+            if started:
+                return  # the answer is cut short: the server closes this connection
+            await error_response(500, "InternalError", f"the service failed on this request (request {rid}); the "
+                                 "server log has the details", {"request_id": rid})(scope, receive, identified_send)

@@ -8,10 +8,13 @@ the same types as :class:`memroute.Memory`. This module needs pydantic only, not
 
 from __future__ import annotations
 
+import functools
+import re
+import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from memroute.retrieval import RecallOptions
 from memroute.types import Hit, MemoryItem, MemoryKind, Message, Sensitivity
@@ -20,9 +23,47 @@ Kind = Literal["episode", "note", "fact", "message"]
 SensitivityName = Literal["public", "private", "secret"]
 StrategyName = Literal["semantic_only", "keyword_boost", "temporal", "hybrid"]
 LanguageName = Literal["en", "ja", "ko", "und"]
-Name = Annotated[str, Field(min_length=1, max_length=256)]
-"""Ids, sessions, roles and other names."""
-Time = Annotated[str, Field(max_length=64, description="ISO 8601 time, e.g. 2026-11-20T10:00:00+09:00")]
+# The schema states every rule on strings as a pattern (the same in Python's re and ECMAScript: character
+# classes with \xHH / \uHHHH escapes, no lookaround), checked here in plain Python or by the library; a test
+# checks that each pattern and its check agree.
+_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""The characters Python's ``str.isspace`` (hence ``strip``) treats as white space."""
+NO_NUL = r"^[^\x00]*$"
+NOT_BLANK = rf"^[^\x00]*[^\x00{_SPACE}][^\x00]*$"
+"""Some character other than white space, and no NUL."""
+_YEAR = r"(?:1(?:10[1-9]|1[1-9]\d|[2-9]\d\d)|[2-7]\d{3}|8(?:[0-7]\d\d|8[0-8]\d|89[0-8]))"
+TIME_PATTERN = (rf"^{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
+                r"(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)$")
+"""An RFC 3339 time with its offset, in the years 1101 to 8898: inside the range the library accepts in
+UTC (1100 to 8899, :mod:`memroute.times`) whatever the offset."""
+
+_TIME = re.compile(TIME_PATTERN)
+
+
+def _not_blank(value: str) -> str:
+    if "\x00" in value or not value.strip():
+        raise ValueError("must have a character other than white space, and no NUL")
+    return value
+
+
+def _time(value: str) -> str:
+    if not _TIME.fullmatch(value):
+        raise ValueError("must be an RFC 3339 time with its offset in the years 1101-8898, e.g. "
+                         "2026-11-20T10:00:00+09:00 or 2026-11-20T01:00:00Z")
+    return value
+
+
+Name = Annotated[str, Field(min_length=1, max_length=256, json_schema_extra={"pattern": NOT_BLANK}),
+                 AfterValidator(_not_blank)]
+"""Ids, sessions, roles and other names: not blank, no NUL (422 otherwise)."""
+Time = Annotated[str, Field(max_length=64, json_schema_extra={"pattern": TIME_PATTERN, "format": "date-time"},
+                            description="RFC 3339 time with its offset, years 1101-8898, e.g. "
+                            "2026-11-20T10:00:00+09:00"), AfterValidator(_time)]
+# The library refuses these itself, with a 400 that says why: the schema states its rule.
+Text = Annotated[str, Field(json_schema_extra={"pattern": NO_NUL})]
+"""Text that may be empty (no NUL)."""
+NonBlank = Annotated[str, Field(json_schema_extra={"pattern": NOT_BLANK})]
+"""Text with some words (not only white space), no NUL."""
 _SENSITIVITY: dict[Sensitivity, SensitivityName] = {Sensitivity.PUBLIC: "public", Sensitivity.PRIVATE: "private",
                                                    Sensitivity.SECRET: "secret"}
 Words = Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=200)]
@@ -49,23 +90,34 @@ def _check_unicode(data: Any) -> None:
 
 
 class RequestBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Strict, as the schema says: 0 is not false and "5" not 5; but 5.0 is the integer 5, as in JSON Schema."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     @model_validator(mode="before")
     @classmethod
     def _valid_unicode(cls, data: Any) -> Any:
         _check_unicode(data)
+        if isinstance(data, dict):
+            whole = _integer_fields(cls)
+            data = {k: int(v) if k in whole and isinstance(v, float) and v.is_integer() else v for k, v in data.items()}
         return data
+
+
+@functools.cache
+def _integer_fields(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(name for name, field in model.model_fields.items()
+                     if field.annotation is int or int in typing.get_args(field.annotation))
 
 
 # --------------------------------------------------------------------------------------------- requests
 class MemoryIn(RequestBody):
     """A memory to remember (the keyword arguments of :meth:`memroute.Memory.remember`)."""
 
-    text: str = Field(description="What to remember (for an episode: what the user said).")
+    text: NonBlank = Field(description="What to remember (for an episode: what the user said).")
     session: Name | None = None
     kind: Kind = "note"
-    reply: str | None = Field(None, description="For an episode: the assistant's answer, kept apart.")
+    reply: Text | None = Field(None, description="For an episode: the assistant's answer, kept apart.")
     occurred_at: Time | None = None
     expires_at: Time | None = None
     sensitivity: SensitivityName = "public"
@@ -74,27 +126,47 @@ class MemoryIn(RequestBody):
     id: Name | None = Field(None, description="Your id for it (default: a new random id).")
     context: str | None = Field(None, description="Surrounding text (e.g. neighbouring turns), indexed for BM25 "
                                 "with a lower weight.")
-    embed_text: str | None = Field(None, description="Text to embed instead of `text` (e.g. the turn with its "
-                                   "neighbours).")
+    embed_text: NonBlank | None = Field(None, description="Text to embed instead of `text` (e.g. the turn with "
+                                        "its neighbours).")
 
     def fields(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
 
 
 class ImportIn(RequestBody):
-    items: list[MemoryIn] = Field(max_length=1000, description="At most 1,000 memories per request; stored in "
-                                  "one transaction.")
-    skip_invalid: bool = Field(False, description="Store the valid items and report the others, instead of "
-                               "refusing the whole request.")
+    """Items are read one by one (:meth:`memories`): with ``skip_invalid`` any object is taken and one that is
+    not a valid memory is reported; without, every item must be one, as the schema's ``else`` says."""
+
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"skip_invalid": {"const": True}}, "required": ["skip_invalid"]},
+        "else": {"properties": {"items": {"items": {"$ref": "#/components/schemas/MemoryIn"}}}}})
+
+    items: list[dict[str, Any]] = Field(max_length=1000, description="At most 1,000 memories (MemoryIn) per "
+                                        "request; stored in one transaction.")
+    skip_invalid: bool = Field(False, description="Store the valid items and report the others (by position), "
+                               "instead of refusing the whole request.")
+
+    def memories(self) -> tuple[list[tuple[int, MemoryIn]], list[tuple[int, str]]]:
+        """The items that are valid memories (with their positions), and the reasons of the others."""
+        valid: list[tuple[int, MemoryIn]] = []
+        invalid: list[tuple[int, str]] = []
+        for index, item in enumerate(self.items):
+            try:
+                valid.append((index, MemoryIn.model_validate(item)))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in first["loc"])
+                invalid.append((index, f"{where}: {first['msg']}" if where else str(first["msg"])))
+        return valid, invalid
 
 
 class MemoryPatch(RequestBody):
-    """Fields to change; a field left out keeps its value, ``null`` clears it."""
+    """Fields to change; a field left out keeps its value, ``null`` clears it (``text`` cannot be cleared)."""
 
-    text: str | None = None
+    text: NonBlank = Field(None)  # type: ignore[assignment]  # may be left out, never null
     session: Name | None = None
     kind: Kind | None = None
-    reply: str | None = None
+    reply: Text | None = None
     occurred_at: Time | None = None
     expires_at: Time | None = None
     archived: bool | None = None
@@ -102,12 +174,12 @@ class MemoryPatch(RequestBody):
     source_type: Name | None = None
     metadata: dict[str, Any] | None = None
     context: str | None = None
-    embed_text: str | None = None
+    embed_text: NonBlank | None = None
 
 
 class MessageIn(RequestBody):
     role: Name = Field(description="user, assistant, system, tool, ...")
-    text: str
+    text: Text
     at: Time | None = None
 
 
@@ -146,7 +218,7 @@ class RecallOptionsIn(RequestBody):
 
 
 class RecallIn(RequestBody):
-    text: str = Field(description="The user's message of this turn.")
+    text: Text = Field(description="The user's message of this turn.")
     session: Name | None = Field(None, description="The conversation it belongs to: its last turns are read "
                                  "from the conversation log unless recent_messages is given.")
     recent_messages: list[Turn] | None = Field(None, max_length=50)
@@ -158,6 +230,11 @@ class RecallIn(RequestBody):
 
 
 class RouteIn(RequestBody):
+    model_config = ConfigDict(json_schema_extra={  # stated for clients; the server answers 400
+        "if": {"properties": {"session": {"type": "string"}}, "required": ["session"]},
+        "then": {"properties": {"hints": {"maxItems": 0}, "tags": {"maxItems": 0}}},
+        "description": "hints and tags only without a session (with one, they must be left out or empty)."})
+
     text: str = Field(min_length=1)
     session: Name | None = Field(None, description="With a session: conversation-aware routing (follow-ups stay, "
                                  "switches move; the message is added to the session's log).")

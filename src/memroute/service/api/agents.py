@@ -8,11 +8,11 @@ from fastapi import APIRouter, Path, Response
 
 from memroute.routing.agents import agent_to_dict
 from memroute.service.api.deps import ERRORS, CallerDep, ServiceDep
-from memroute.service.schemas import AgentIn, DeletedOut
+from memroute.service.schemas import AgentIn, DeletedOut, ErrorOut, Name
 
 router = APIRouter(prefix="/v1", tags=["agents"], responses=ERRORS)
 
-AgentId = Annotated[str, Path(min_length=1, max_length=256)]
+AgentId = Annotated[Name, Path()]
 
 
 @router.get("/agents", summary="The owner's agent catalogue")
@@ -23,7 +23,9 @@ async def list_agents(caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
             "agents": [agent_to_dict(a) for a in catalogue.agents]}
 
 
-@router.put("/agents/{agent_id}", summary="Add or replace an agent (201 when new)")
+@router.put("/agents/{agent_id}", summary="Add or replace an agent (201 when new)", responses={
+    201: {"description": "The agent is new"},
+    409: {"model": ErrorOut, "description": "The body's id names another agent than the path (Conflict)"}})
 async def put_agent(agent_id: AgentId, body: AgentIn, caller: CallerDep, service: ServiceDep,
                     response: Response) -> dict[str, Any]:
     fields = body.model_dump()

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from memroute.service.auth import MAX_OWNER_CHARS, Principal
+from memroute.errors import InputError
+from memroute.service.auth import MAX_OWNER_CHARS, OWNER_PATTERN, Principal
 from memroute.service.core import Caller, Service
 from memroute.service.schemas import ErrorOut
 
@@ -36,16 +37,32 @@ def _host(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
+_LISTS = frozenset({"kinds"})
+"""The query parameters that may be repeated (``?kinds=note&kinds=fact``); any other once at most."""
+
+
+def _single_valued(request: Request) -> None:
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name in seen and name not in _LISTS:
+            raise InputError(f"query parameter {name!r} is given more than once; give it once")
+        seen.add(name)
+
+
 async def principal(request: Request, bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
                     header: Annotated[str | None, Depends(_header)]) -> Principal:
     """An authenticated request that acts for no particular owner (``/metrics``)."""
+    _single_valued(request)
     return service_of(request).authenticate(_presented(bearer, header), _host(request))
 
 
 async def caller(request: Request, bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
                  header: Annotated[str | None, Depends(_header)],
-                 owner: Annotated[str | None, Query(max_length=MAX_OWNER_CHARS, description=(
-                     "The owner to act for; default: the API key's only owner"))] = None) -> Caller:
+                 owner: Annotated[str | None, Query(max_length=MAX_OWNER_CHARS, json_schema_extra={
+                     "pattern": OWNER_PATTERN}, description=(
+                     "The owner to act for; default: the API key's only owner. At most 256 characters, "
+                     "without , ; = line breaks or NUL, not only white space, and not *"))] = None) -> Caller:
+    _single_valued(request)
     return service_of(request).authorize(_presented(bearer, header), _host(request), owner)
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
+from fastapi.exceptions import RequestValidationError
 
 from memroute.errors import NotFoundError, ServiceError
 from memroute.service.api.deps import ERRORS, CallerDep, ServiceDep
 from memroute.service.schemas import (
+    NOT_BLANK,
     DeletedOut,
+    ErrorOut,
     HitOut,
     ImportIn,
     ImportOut,
@@ -19,6 +22,7 @@ from memroute.service.schemas import (
     MemoryPatch,
     MessageIn,
     MessageOut,
+    Name,
     Rejected,
     SensitivityName,
     Time,
@@ -26,8 +30,8 @@ from memroute.service.schemas import (
 
 router = APIRouter(prefix="/v1", tags=["memories"], responses=ERRORS)
 
-MemoryId = Annotated[str, Path(min_length=1, max_length=256)]
-SessionId = Annotated[str, Path(min_length=1, max_length=256)]
+MemoryId = Annotated[Name, Path()]
+SessionId = Annotated[Name, Path()]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
@@ -37,14 +41,15 @@ def _filters(session: str | None, kinds: list[Kind] | None, max_sensitivity: Sen
             "end": end, "include_expired": include_expired, "include_archived": include_archived}
 
 
-Session = Annotated[str | None, Query(max_length=256, description="Only this session.")]
+Session = Annotated[Name | None, Query(description="Only this session.")]
 Kinds = Annotated[list[Kind] | None, Query(max_length=4, description="Only these kinds (repeat the parameter).")]
 MaxSensitivity = Annotated[SensitivityName, Query(description="The most sensitive memories to return.")]
-Start = Annotated[Time | None, Query(description="Occurred at or after (ISO 8601).")]
-End = Annotated[Time | None, Query(description="Occurred before (ISO 8601).")]
+Start = Annotated[Time | None, Query(description="Occurred at or after (RFC 3339).")]
+End = Annotated[Time | None, Query(description="Occurred before (RFC 3339).")]
 
 
-@router.post("/memories", status_code=201, summary="Remember one memory")
+@router.post("/memories", status_code=201, summary="Remember one memory", responses={409: {
+    "model": ErrorOut, "description": "A memory with this id exists (Conflict): PATCH it, or ?replace=true"}})
 async def remember(body: MemoryIn, caller: CallerDep, service: ServiceDep,
                    replace: Annotated[bool, Query(description="Replace a memory with the same id instead of "
                                                   "answering 409.")] = False) -> MemoryOut:
@@ -62,10 +67,15 @@ async def remember(body: MemoryIn, caller: CallerDep, service: ServiceDep,
 
 @router.post("/memories/import", summary="Remember many memories in one transaction")
 async def import_memories(body: ImportIn, caller: CallerDep, service: ServiceDep) -> ImportOut:
-    items = [item.fields() for item in body.items]
+    valid, invalid = body.memories()
+    if invalid and not body.skip_invalid:
+        index, reason = invalid[0]
+        raise RequestValidationError([{"loc": ("body", "items", index), "msg": reason, "type": "memory_invalid"}])
+    items = [memory.fields() for _, memory in valid]
     report = await service.run(lambda: service.memory.remember_many(
         items, owner=caller.owner, batch_size=max(len(items), 1), skip_invalid=body.skip_invalid))
-    return ImportOut(stored=report.stored, rejected=[Rejected(index=i, reason=r) for i, r in report.rejected])
+    rejected = invalid + [(valid[i][0], reason) for i, reason in report.rejected]  # positions in the request
+    return ImportOut(stored=report.stored, rejected=[Rejected(index=i, reason=r) for i, r in sorted(rejected)])
 
 
 @router.get("/memories/{memory_id}", summary="One memory by id")
@@ -85,7 +95,8 @@ async def list_memories(caller: CallerDep, service: ServiceDep, session: Session
 
 @router.get("/search", summary="Search memories (BM25, vectors, or both fused)")
 async def search(caller: CallerDep, service: ServiceDep,
-                 q: Annotated[str, Query(min_length=1, description="What to search for.")],
+                 q: Annotated[str, Query(min_length=1, json_schema_extra={"pattern": NOT_BLANK},
+                                         description="What to search for.")],
                  mode: Literal["hybrid", "bm25", "vector"] = "hybrid", limit: Annotated[int, Query(ge=1, le=100)] = 10,
                  session: Session = None, kinds: Kinds = None, max_sensitivity: MaxSensitivity = "public",
                  start: Start = None, end: End = None, include_expired: bool = False,
