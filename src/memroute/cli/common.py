@@ -28,6 +28,11 @@ class Group:
         return parser
 
 
+def examples(*lines: str) -> str:
+    """A help text's closing lines: one or two commands to copy (``epilog`` of a parser)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def add_common(parser: argparse.ArgumentParser, store: bool = True, owner: bool = True) -> None:
     if store:
         parser.add_argument("--store", help="store URL (default: settings, MEMROUTE_STORE)")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from memroute.cli.common import emit_json
@@ -29,6 +32,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                        description="Print a new random API key (give it to the client; it is not stored) and "
                        "its entry for MEMROUTE_API_KEYS or the api_keys_file (only its SHA-256 is kept).")
     k.add_argument("owners", nargs="+", metavar="OWNER", help="owners the key may act for (* for any)")
+    k.add_argument("--add-to", metavar="FILE", help="append the entry to this keys file (created, readable by "
+                   "you only; serve it with MEMROUTE_API_KEYS_FILE=FILE) and print only the key")
     k.add_argument("--json", action="store_true", help="machine-readable JSON output")
     k.set_defaults(handler=_new_key)
 
@@ -66,6 +71,18 @@ def _new_key(args: argparse.Namespace) -> int:
 
     key = new_key()
     entry = key_entry(key, args.owners)
+    if args.add_to:
+        path = Path(args.add_to).expanduser()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(entry + "\n")
+        if args.json:
+            emit_json({"key": key, "entry": entry, "file": str(path)})
+        else:
+            print(key)
+            print(f"(the key for the client, not stored; its entry was added to {path}: serve with "
+                  f"MEMROUTE_API_KEYS_FILE={path})", file=sys.stderr)
+        return 0
     if args.json:
         emit_json({"key": key, "entry": entry})
     else:

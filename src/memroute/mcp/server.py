@@ -27,6 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
 
+from memroute import __version__
 from memroute.errors import AuthError, MemrouteError
 from memroute.memory import Memory
 from memroute.types import Agent
@@ -113,7 +114,8 @@ def create_mcp_server(memory: Memory, agents: Sequence[Agent] | None, owner_scop
 
     scope = single_owner(owner_scope) if isinstance(owner_scope, str) else owner_scope
     instructions = INSTRUCTIONS + (INVESTIGATION_INSTRUCTIONS if repos else "")
-    server: MCPServer[Any] = MCPServer(name, instructions=instructions, log_level="WARNING")
+    server: MCPServer[Any] = MCPServer(name, instructions=instructions, version=__version__,
+                                            log_level="WARNING")
     MemoryTools(memory, agents or (), scope).register(server)
     if repos:
         from memroute.investigate import Investigator, Workspace

@@ -62,7 +62,7 @@ class RecallOptions:
     """Candidates kept after fusion and handed to the reranker (seed 001 says 40). 15 / 50 instead of
     10 / 40 puts 66 % of LoCoMo's multi-hop evidence among the candidates instead of 62 % (all
     categories: 89 % / 88 %) for ~0.3 ms more reranking; see docs/benchmarks.md."""
-    window_days: int | None = 365
+    window_days: int | None = None
     """Only memories from the last this many days (seed 001's ``occurred_day_range``); None: no limit.
     A time range named in the query is searched even when it is older."""
     max_expanded_queries: int = 5
