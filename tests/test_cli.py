@@ -109,3 +109,48 @@ def test_entry_point_runs(db_url: str) -> None:
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["schema_version"] >= 1
+
+
+def test_init_writes_a_starter_catalogue_and_the_demo_commands_work_when_pasted(tmp_path: Path) -> None:
+    """`memroute init` in an empty folder, then `memroute demo`: every "try it yourself" line it prints runs
+    as pasted (in a shell, on today's date), and the recall one gives a memory pack."""
+    memroute = Path(sys.executable).parent / "memroute"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMROUTE_")}
+    env["HOME"] = str(tmp_path)
+    init = subprocess.run([str(memroute), "init"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert init.returncode == 0, init.stderr
+    assert "memroute route" in init.stdout and (tmp_path / "agents.toml").is_file()
+    again = subprocess.run([str(memroute), "init"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert again.returncode == 1 and "--force" in again.stderr  # nothing is overwritten silently
+    demo = subprocess.run([str(memroute), "demo", "--store", "sqlite:///demo.db"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    tries = demo.stdout.split("Try it yourself", 1)[1].splitlines()[1:]
+    commands = [line.strip() for line in tries if line.strip()]
+    assert len(commands) == 3
+    outputs = []
+    for command in commands:
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, (command, done.stderr)
+        outputs.append(done.stdout)
+    assert "[EPISODE_EVIDENCE]" in outputs[0] and "プロジェクトX" in outputs[0]  # recall, with a pack
+    assert "田中" in outputs[1]  # search: the budget meeting, across languages
+    assert outputs[2].startswith("(no route)")  # "hi" -> no agent
+
+
+def test_demo_memories_are_dated_relative_to_now() -> None:
+    from datetime import datetime, timedelta
+
+    from memroute.cli.demo import demo_items
+    from memroute.types import as_utc
+
+    for now in ("2026-11-20T10:00:00+00:00", "2027-03-01T08:00:00+00:00", "2031-07-13T23:00:00+00:00"):
+        at = as_utc(now)
+        assert at is not None
+        items = {i["id"]: datetime.fromisoformat(i["occurred_at"]) for i in demo_items(now)}
+        assert max(items.values()) <= at  # nothing in the future
+        assert at - min(items.values()) < timedelta(days=35)
+        monday = (at - timedelta(days=at.weekday())).date()
+        # the Project X memory is always in "last week", so 「先週のあれ」 finds it on any day
+        assert monday - timedelta(days=7) <= items["demo-05"].date() < monday

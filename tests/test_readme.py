@@ -229,8 +229,9 @@ class Readme:
                     break
             assert time.monotonic() < deadline, f"{block.where}: no answer on {url}/healthz in 120 s"
             time.sleep(0.5)
-        docs = httpx.get(f"{url}/docs", timeout=10)
-        assert docs.status_code == 200 and "swagger" in docs.text.lower()
+        docs = httpx.get(f"{url}/docs", timeout=10, follow_redirects=True)  # Swagger UI from this server only
+        assert docs.status_code == 200 and '<script src="/docs/swagger-ui-bundle.js">' in docs.text, docs.text
+        assert httpx.get(f"{url}/docs/swagger-ui-bundle.js", timeout=10).status_code == 200
         keys = re.findall(r"\bmr_[A-Za-z0-9_-]{20,}", printed)
         if keys:  # a service with keys: refused without one, answered with the printed one
             assert httpx.get(f"{url}/v1/memories", timeout=10).status_code == 401

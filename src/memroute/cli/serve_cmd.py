@@ -39,7 +39,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from memroute.cli.demo import DEMO_OWNER, demo_agents, demo_items
+    from memroute.cli.demo import DEMO_OWNER, demo_agents, load_demo
     from memroute.memory import Memory
 
     try:
@@ -53,8 +53,8 @@ def _serve(args: argparse.Namespace) -> int:
     with Memory.open(settings.store, settings=settings) as memory:
         loaded = ""
         if args.demo:
-            report = memory.remember_many(demo_items(), owner=DEMO_OWNER)
-            loaded = f"; demo: {report.stored} memories of owner {DEMO_OWNER!r}"
+            loaded = (f"; demo: {load_demo(memory)} memories of owner {DEMO_OWNER!r}, dated relative to "
+                      "today")
         agents = demo_agents() if args.demo and not settings.agents else None
         app = create_app(settings, memory, agents=agents)
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
