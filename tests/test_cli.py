@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -78,6 +79,7 @@ def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], db_url: str, tm
 
 
 def test_doctor_and_demo(capsys: pytest.CaptureFixture[str], db_url: str) -> None:
+    run(capsys, "remember", "a first memory", "--store", db_url)
     code, out, _ = run(capsys, "doctor", "--store", db_url, "--json")
     report = json.loads(out)
     assert code == 0 and report["ok"] and "ja" not in report["checks"]["tokenizer ko"]
@@ -105,6 +107,7 @@ def test_every_command_is_documented_in_readme() -> None:
 
 def test_entry_point_runs(db_url: str) -> None:
     exe = Path(sys.executable).parent / "memroute"
+    subprocess.run([str(exe), "remember", "one memory", "--store", db_url], capture_output=True, check=True)
     proc = subprocess.run([str(exe), "stats", "--store", db_url, "--json"], capture_output=True, text=True,
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -115,7 +118,7 @@ def test_init_writes_a_starter_catalogue_and_the_demo_commands_work_when_pasted(
     """`memroute init` in an empty folder, then `memroute demo`: every "try it yourself" line it prints runs
     as pasted (in a shell, on today's date), and the recall one gives a memory pack."""
     memroute = Path(sys.executable).parent / "memroute"
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMROUTE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMROUTE_")}
     env["HOME"] = str(tmp_path)
     init = subprocess.run([str(memroute), "init"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert init.returncode == 0, init.stderr
@@ -154,3 +157,42 @@ def test_demo_memories_are_dated_relative_to_now() -> None:
         monday = (at - timedelta(days=at.weekday())).date()
         # the Project X memory is always in "last week", so 「先週のあれ」 finds it on any day
         assert monday - timedelta(days=7) <= items["demo-05"].date() < monday
+
+
+def test_read_only_commands_never_create_a_store(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for argv in (["stats"], ["search", "x"], ["recall", "x"], ["stats", "--owner", "alice"]):
+        code, _, err = run(capsys, *argv, "--store", "sqlite:///home/me/memroute.db")
+        assert code == 1 and "no store at" in err and "did you mean sqlite:////home/me/memroute.db?" in err
+    code, out, _ = run(capsys, "doctor", "--store", "sqlite:///data/x.db")
+    assert code == 0 and "no store at" in out  # not yet created: fine for a new installation
+    assert list(tmp_path.iterdir()) == []  # no file, no folder
+
+
+def test_mistyped_options_get_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["recall", "--sesion", "s1", "what about it?"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--sesion: did you mean --session?" in err and "usage: memroute recall" in err
+    with pytest.raises(SystemExit):
+        main(["stats", "--ownr", "alice"])
+    assert "did you mean --owner?" in capsys.readouterr().err
+
+
+def test_every_command_has_examples_and_owner_where_a_store_is_read() -> None:
+    from memroute.cli import commands
+
+    parser = build_parser()
+    for name, command in commands(parser):
+        help_text = command.format_help()
+        assert "\nexamples:\n  memroute " in help_text, f"memroute {name} --help has no example"
+        options = {o for action in command._actions for o in action.option_strings}
+        if "--store" in options and not name.startswith(("bench", "eval", "demo")):  # demo: always owner demo
+            assert "--owner" in options, f"memroute {name} reads a store but takes no --owner"
+
+
+def test_recall_trace_in_text(capsys: pytest.CaptureFixture[str], db_url: str) -> None:
+    run(capsys, "remember", "Project X is two weeks late", "--store", db_url)
+    code, out, _ = run(capsys, "recall", "how is Project X doing?", "--store", db_url, "--trace")
+    assert code == 0 and "\ntrace:\n" in out and '"queries"' in out and '"candidates"' in out

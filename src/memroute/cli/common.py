@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from memroute.config import Settings
+from memroute.errors import NotFoundError
 from memroute.llm import LlmAssistant, assistant_from_settings
 
 COMMAND_GROUPS = {
@@ -67,3 +69,20 @@ def llm_from(args: argparse.Namespace) -> LlmAssistant | None:
 def emit_json(value: Any) -> None:
     json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+def require_store(url: str) -> None:
+    """For a command that only reads: a SQLite store that does not exist is an error, and nothing is created
+    (no file, no folder). A relative path that looks like a mistyped absolute one gets a suggestion."""
+    if not url.startswith("sqlite:///"):
+        return
+    path = url[len("sqlite:///"):].partition("?")[0]
+    if not path or path == ":memory:" or Path(path).exists():
+        return
+    first = Path(path).parts[0] if Path(path).parts else ""
+    if not Path(path).is_absolute() and first and not Path(first).exists() and Path("/", first).is_dir():
+        hint = (f"; did you mean sqlite:////{path}? (an absolute path takes four slashes; with three it is "
+                f"relative to {Path.cwd()})")
+    else:
+        hint = "; commands that write (remember, import, demo) create it"
+    raise NotFoundError(f"no store at {Path(path).absolute()}{hint}")

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memroute.cli.common import add_common, emit_json, settings_from
-from memroute.errors import InputError
+from memroute.cli.common import add_common, emit_json, require_store, settings_from
+from memroute.errors import InputError, NotFoundError
 from memroute.memory import Memory
 from memroute.types import Hit, MemoryItem
 
@@ -53,15 +53,16 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     add_common(p)
     p.set_defaults(handler=_forget)
 
-    p = sub.add_parser("stats", help="what the store holds")
-    add_common(p, owner=False)
+    p = sub.add_parser("stats", help="what the store holds (with --owner: also that owner's memories)")
+    add_common(p)
     p.set_defaults(handler=_stats)
 
     p = sub.add_parser("doctor", help="check the installation: packages, models, store health")
-    add_common(p, owner=False)
+    add_common(p)
     p.set_defaults(handler=_doctor)
 
-    p = sub.add_parser("demo", help="end-to-end demonstration on a bundled multilingual conversation")
+    p = sub.add_parser("demo", help="end-to-end demonstration on a bundled multilingual conversation "
+                       "(as owner 'demo')")
     add_common(p, owner=False)
     p.set_defaults(handler=_demo)
 
@@ -75,8 +76,11 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     b.set_defaults(handler=_bench_store)
 
 
-def _open(args: argparse.Namespace) -> Memory:
+def _open(args: argparse.Namespace, read_only: bool = False) -> Memory:
+    """The store of the command's settings; a command that only reads never creates one."""
     settings = settings_from(args)
+    if read_only:
+        require_store(settings.store)
     return Memory.open(settings.store, owner=settings.owner, settings=settings)
 
 
@@ -102,7 +106,7 @@ def _hit_json(h: Hit) -> dict[str, Any]:
 
 
 def _search(args: argparse.Namespace) -> int:
-    with _open(args) as mem:
+    with _open(args, read_only=True) as mem:
         hits = mem.search(args.text, mode=args.mode, limit=args.limit, session=args.session,
                           max_sensitivity=args.max_sensitivity)
     if args.json:
@@ -134,9 +138,12 @@ def _forget(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    with _open(args) as mem:
+    with _open(args, read_only=True) as mem:
         st = mem.stats()
-    data = {"store": mem.store.url, **{k: getattr(st, k) for k in st.__dataclass_fields__}}
+        data = {"store": mem.store.url, **{k: getattr(st, k) for k in st.__dataclass_fields__}}
+        if args.owner:
+            data["owner"] = args.owner
+            data["owner_memories"] = mem.store.count(args.owner)
     if args.json:
         emit_json(data)
     else:
@@ -266,10 +273,14 @@ def _doctor(args: argparse.Namespace) -> int:
     lines.append(("embedders", ", ".join(EMBEDDERS)))
     settings = settings_from(args)
     try:
+        require_store(settings.store)
         with Memory.open(settings.store, settings=settings) as mem:
             st = mem.stats()
             lines.append(("store", f"{mem.store.url}: {st.memories} memories, model {st.model_id}, "
                                    f"schema {st.schema_version}"))
+    except NotFoundError as exc:  # not a fault unless the path looks mistyped: a new installation has none yet
+        ok = ok and "did you mean" not in str(exc)
+        lines.append(("store", str(exc)))
     except Exception as exc:
         ok = False
         lines.append(("store", f"FAILED: {exc}"))
