@@ -196,3 +196,26 @@ def test_recall_trace_in_text(capsys: pytest.CaptureFixture[str], db_url: str) -
     run(capsys, "remember", "Project X is two weeks late", "--store", db_url)
     code, out, _ = run(capsys, "recall", "how is Project X doing?", "--store", db_url, "--trace")
     assert code == 0 and "\ntrace:\n" in out and '"queries"' in out and '"candidates"' in out
+
+
+def test_an_interrupted_import_says_it_can_be_resumed(capsys: pytest.CaptureFixture[str], db_url: str,
+                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memroute import Memory
+
+    f = tmp_path / "in.jsonl"
+    f.write_text("".join(json.dumps({"text": f"memory number {i}", "id": f"m{i}"}) + "\n" for i in range(6)))
+    calls = []
+    real = Memory.remember_many
+
+    def stop_on_second(self: Memory, *args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while the second batch is stored
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Memory, "remember_many", stop_on_second)
+    code, _, err = run(capsys, "import", str(f), "--store", db_url, "--batch-size", "2", "--progress")
+    assert code == 130
+    assert "import interrupted at line 4" in err and "2 memories stored so far are kept" in err
+    assert "Run the same command again to resume at line 3" in err
+    assert "import:" in err and "/6" in err  # the progress bar has the total

@@ -287,8 +287,9 @@ class Readme:
                                                                     [c.model_dump() for c in recalled.content])
             routed = await session.call_tool("route", {"text": "Translate this to Korean"})
             assert "translator" in json.dumps([c.model_dump() for c in routed.content]), routed
-            bad = await session.call_tool("recall", {"text": 5})
-            assert bad.is_error, bad
+            bad = await session.call_tool("recall", {"text": 5})  # a clean argument error, not a validation dump
+            assert bad.is_error and bad.content[0].text == "InputError: recall: text: Input should be a valid " \
+                "string (got 5)", bad
         store = next(a for a in args if a.startswith("sqlite:"))
         assert Path(store[len("sqlite:///"):]).is_file(), f"{name}: the store is not where the config says"
 

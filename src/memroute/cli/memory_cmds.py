@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from memroute.cli.common import add_common, emit_json, require_store, settings_from
 from memroute.errors import InputError, NotFoundError
 from memroute.memory import Memory
@@ -181,9 +183,10 @@ def _import(args: argparse.Namespace) -> int:
         rejected: list[dict[str, Any]] = []
         stored = messages = 0
         batch: list[tuple[int, dict[str, Any]]] = []
+        saved = start  # where the next run resumes: the line after the last batch stored
 
         def flush(next_line: int) -> None:
-            nonlocal stored
+            nonlocal stored, saved
             if batch:
                 report = mem.remember_many([b for _, b in batch], skip_invalid=True)
                 for pos, reason in report.rejected:
@@ -191,29 +194,41 @@ def _import(args: argparse.Namespace) -> int:
                 stored += report.stored
                 batch.clear()
             mem.store.put_state("import", key, {"next_line": next_line}, mem.owner)
+            saved = next_line
 
         lineno = start - 1
-        for lineno, value, error in _read_jsonl(path, start):
-            if error is not None or not isinstance(value, dict):
-                rejected.append({"line": lineno, "error": error or "a line must be a JSON object"})
-                continue
-            if "messages" in value:
-                try:
-                    n_messages, n_memories = _import_conversation(mem, value)
-                    messages += n_messages
-                    stored += n_memories
-                except InputError as exc:
-                    rejected.append({"line": lineno, "error": str(exc)})
-                continue
-            batch.append((lineno, value))
-            if len(batch) >= args.batch_size:
-                flush(lineno + 1)
-                if args.progress:
-                    print(f"\rline {lineno}: {stored} stored, {len(rejected)} rejected", end="", file=sys.stderr)
+        total = _count_lines(path)
+        bar = tqdm(total=total, initial=start - 1, unit=" lines", desc="import", file=sys.stderr,
+                   disable=not args.progress, dynamic_ncols=True)
+        try:
+            for lineno, value, error in _read_jsonl(path, start):
+                if error is not None or not isinstance(value, dict):
+                    rejected.append({"line": lineno, "error": error or "a line must be a JSON object"})
+                    continue
+                if "messages" in value:
+                    try:
+                        n_messages, n_memories = _import_conversation(mem, value)
+                        messages += n_messages
+                        stored += n_memories
+                    except InputError as exc:
+                        rejected.append({"line": lineno, "error": str(exc)})
+                    continue
+                batch.append((lineno, value))
+                if len(batch) >= args.batch_size:
+                    flush(lineno + 1)
+                    bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
+                    bar.update(lineno - bar.n)
+        except KeyboardInterrupt:
+            bar.close()
+            print(f"memroute: import interrupted at line {lineno} of {path}; the {stored} memories stored so far "
+                  f"are kept. Run the same command again to resume at line {saved} (--no-resume starts over).",
+                  file=sys.stderr)
+            return 130
         flush(lineno + 1)
+        bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
+        bar.update(total - bar.n)
+        bar.close()
         mem.store.put_state("import", key, {"next_line": 1, "done": True}, mem.owner)
-    if args.progress:
-        print(file=sys.stderr)
     result = {"stored": stored, "messages": messages, "rejected": rejected, "resumed_at_line": start}
     if args.json:
         emit_json(result)
@@ -223,6 +238,12 @@ def _import(args: argparse.Namespace) -> int:
         for r in rejected:
             print(f"  line {r['line']}: {r['error']}", file=sys.stderr)
     return 0 if not rejected else 3
+
+
+def _count_lines(path: Path) -> int:
+    """Lines in a file (for the progress bar's total and time left), read in 1 MiB blocks."""
+    with path.open("rb") as fh:
+        return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b""))
 
 
 def _import_conversation(mem: Memory, value: dict[str, Any]) -> tuple[int, int]:
