@@ -337,3 +337,21 @@ def test_markers_and_fences_are_read() -> None:
     assert blocks[1].text == "x = 1\n"
     with pytest.raises(ValueError, match="never closed"):
         read_blocks("```python\nx = 1\n")
+
+
+def test_the_evaluate_page_commands_are_real_commands() -> None:
+    """docs/evaluate.md's scoring commands name real commands and options (the data are not needed to check
+    that; the figures themselves are in docs/benchmarks.md with their dates)."""
+    import shlex
+
+    from memroute.cli import build_parser
+
+    page = README.parent / "docs" / "evaluate.md"
+    commands = [line for block in read_blocks(page.read_text(encoding="utf-8")) if block.lang == "sh"
+                for line in block.text.splitlines() if line.startswith("memroute ")]
+    assert len(commands) >= 8
+    parser = build_parser()
+    for line in commands:
+        argv = shlex.split(line.replace("$D", "/data"))[1:]
+        args, extra = parser.parse_known_args(argv)
+        assert not extra and callable(args.handler), line
