@@ -165,8 +165,11 @@ def test_read_only_commands_never_create_a_store(capsys: pytest.CaptureFixture[s
     for argv in (["stats"], ["search", "x"], ["recall", "x"], ["stats", "--owner", "alice"]):
         code, _, err = run(capsys, *argv, "--store", "sqlite:///home/me/memroute.db")
         assert code == 1 and "no store at" in err and "did you mean sqlite:////home/me/memroute.db?" in err
-    code, out, _ = run(capsys, "doctor", "--store", "sqlite:///data/x.db")
+    code, out, _ = run(capsys, "doctor", "--store", "sqlite:///not-yet-here/x.db")
     assert code == 0 and "no store at" in out  # not yet created: fine for a new installation
+    # a command that writes refuses a path that looks like a mistyped absolute one, before creating anything
+    code, _, err = run(capsys, "remember", "a note", "--store", "sqlite:///home/me/memroute.db")
+    assert code == 1 and "did you mean sqlite:////home/me/memroute.db?" in err
     assert list(tmp_path.iterdir()) == []  # no file, no folder
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memroute.cli.common import emit_json
+from memroute.cli.common import check_store_url, emit_json
 from memroute.config import Settings
 from memroute.errors import DependencyError
 
@@ -50,6 +50,7 @@ def _serve(args: argparse.Namespace) -> int:
                               "pip install 'memroute[server]'") from None
     settings = Settings.load(store=args.store, host=args.host, port=args.port, agents=args.agents,
                              owner=args.owner or (DEMO_OWNER if args.demo else None))
+    check_store_url(settings.store)
     with Memory.open(settings.store, settings=settings) as memory:
         loaded = ""
         if args.demo:
