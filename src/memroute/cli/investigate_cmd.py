@@ -22,7 +22,7 @@ from memroute.stores import open_store
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
-    p = sub.add_parser("investigate", help="walk a guided code-investigation session (seed 002) by hand",
+    p = sub.add_parser("investigate", help="walk a guided code-investigation session by hand",
                        description="Guided code investigation: start a session, give the query frame, explore "
                        "with the code tools, submit what you found, until the session is READY.")
     steps = p.add_subparsers(dest="subcommand", metavar="STEP", required=True)
