@@ -90,8 +90,9 @@ def test_doctor_and_demo(capsys: pytest.CaptureFixture[str], db_url: str) -> Non
     assert "田中" in by_query["budget meeting with Tanaka"]  # cross-lingual
     assert "지난주" in by_query["지난주 회의"]
     assert [(r["agent"], r["action"]) for r in demo["routing"]] == [
-        ("translator", "routed"), ("translator", "stayed"), ("calendar", "switched")]
+        ("translator", "routed"), ("translator", "stayed"), ("calendar", "switched"), (None, "no_route")]
     assert demo["recall"]["memories"][0]["id"] == "demo-05"  # 「あれ」 resolved to プロジェクトX
+    assert demo["recall"]["inject"] and "プロジェクトX" in demo["recall"]["pack"]  # on any day: dates are relative
 
 
 def test_every_command_is_documented_in_readme() -> None:

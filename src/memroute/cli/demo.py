@@ -92,6 +92,7 @@ CONVERSATION = (
     "Now to Korean",
     "By the way, what's on my calendar tomorrow?",
 )
+NO_AGENT = "hi"
 RECALL = ("先週のあれどうなった？", [{"role": "user", "text": DEMO_LOG}])
 
 
@@ -127,7 +128,7 @@ def run_demo(settings: Settings, as_json: bool = False) -> int:
         print()
     print(f"Routing a conversation (agents: {demo_catalogue_path()}):")
     for r in routes:
-        print(f"   {r['text']!r:48} -> {r['agent']} ({r['action']}: {r['reason']})")
+        print(f"   {r['text']!r:48} -> {r['agent'] or 'no agent'} ({r['action']}: {r['reason']})")
     print(f"\nRecall for {recall['text']!r} after {history[0]['text']!r} (あれ is resolved from that turn):")
     for m in recall["memories"]:
         print(f"   {m['score']:.3f} {m['relevance']:6} {m['text'][:80]}")
@@ -158,4 +159,8 @@ def _route_conversation(mem: Memory) -> list[dict[str, Any]]:
         decision = router.route(text, "demo-chat")
         out.append({"text": text, "agent": decision.agent.id if decision.agent else None,
                     "action": str(decision.action), "reason": decision.reason})
+    # a message no agent is for: below every agent's threshold, the answer is "no agent" (ask the user)
+    alone = router.router.route(NO_AGENT, router.agents)
+    out.append({"text": NO_AGENT, "agent": alone.agent.id if alone.agent else None,
+                "action": "no_route" if alone.no_route else "routed", "reason": alone.reason})
     return out
