@@ -229,6 +229,8 @@ class Readme:
                     break
             assert time.monotonic() < deadline, f"{block.where}: no answer on {url}/healthz in 120 s"
             time.sleep(0.5)
+        console = httpx.get(f"{url}/", timeout=10, follow_redirects=True)
+        assert console.status_code == 200 and "/console/" in str(console.url), console.url
         docs = httpx.get(f"{url}/docs", timeout=10, follow_redirects=True)  # Swagger UI from this server only
         assert docs.status_code == 200 and '<script src="/docs/swagger-ui-bundle.js">' in docs.text, docs.text
         assert httpx.get(f"{url}/docs/swagger-ui-bundle.js", timeout=10).status_code == 200
