@@ -160,6 +160,14 @@ def test_playground_three_japanese_turns(page: Page, live: Live, api: httpx.Clie
             expect(items.nth(i).locator(".score-num")).to_have_text(f"{memory['score']:.4f}")
             expect(items.nth(i).locator('[data-field="reason"]')).to_have_text(memory["reason"])
         expect(items.first.locator('[data-field="text"]')).to_have_attribute("lang", "ja")
+        # the numbers say what they mean where they appear (tooltips)
+        explained = routing.locator("dt.explained", has_text="confidence")
+        expect(explained).to_have_attribute("title", re.compile("How sure"))
+        expect(routing.locator("th .explained", has_text="threshold")).to_have_attribute("title", re.compile("lowest"))
+        expect(items.first.locator('[data-field="relevance"]')).to_have_attribute("title", re.compile("matters"))
+        if action != "routed":
+            expect(routing.locator("dt.explained", has_text="gap / margin")).to_have_attribute(
+                "title", re.compile("switches when the gap is above the margin"))
 
         # The trace and the memory pack.
         trace = view.locator('[data-part="trace"]')
