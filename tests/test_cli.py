@@ -223,3 +223,9 @@ def test_an_interrupted_import_says_it_can_be_resumed(capsys: pytest.CaptureFixt
     assert "import interrupted at line 4" in err and "2 memories stored so far are kept" in err
     assert "Run the same command again to resume at line 3" in err
     assert "import:" in err and "/6" in err  # the progress bar has the total
+
+
+def test_mcp_with_a_missing_catalogue_stops_with_one_line(capsys: pytest.CaptureFixture[str], db_url: str,
+                                                          tmp_path: Path) -> None:
+    code, _, err = run(capsys, "mcp", "--store", db_url, "--owner", "me", "--agents", str(tmp_path / "agents.toml"))
+    assert code == 1 and err.count("\n") == 1 and "does not exist" in err and "memroute init" in err

@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memroute",
         description="Conversation-aware routing and memory recall in English, Japanese and Korean.",
+        epilog=examples("memroute init                 # a starter agents.toml and memroute.toml here",
+                        "memroute demo                 # the end-to-end demonstration",
+                        "memroute COMMAND --help       # each command's options and examples"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, Group] = {}
