@@ -171,6 +171,19 @@ def _read_jsonl(path: Path, start: int) -> Iterator[tuple[int, Any | None, str |
 
 
 def _import(args: argparse.Namespace) -> int:
+    where: dict[str, Any] = {}  # how far the import got, for the message after Ctrl-C
+    try:
+        return _import_file(args, where)
+    except KeyboardInterrupt:
+        if not where:
+            raise
+        print(f"\nmemroute: import interrupted at line {where['line']} of {args.file}; the {where['stored']} "
+              f"memories stored so far are kept. Run the same command again to resume at line {where['resume']} "
+              "(--no-resume starts over).", file=sys.stderr)
+        return 130
+
+
+def _import_file(args: argparse.Namespace, where: dict[str, Any]) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise InputError(f"{path} does not exist or is not a file")
@@ -200,30 +213,24 @@ def _import(args: argparse.Namespace) -> int:
         total = _count_lines(path)
         bar = tqdm(total=total, initial=start - 1, unit=" lines", desc="import", file=sys.stderr,
                    disable=not args.progress, dynamic_ncols=True)
-        try:
-            for lineno, value, error in _read_jsonl(path, start):
-                if error is not None or not isinstance(value, dict):
-                    rejected.append({"line": lineno, "error": error or "a line must be a JSON object"})
-                    continue
-                if "messages" in value:
-                    try:
-                        n_messages, n_memories = _import_conversation(mem, value)
-                        messages += n_messages
-                        stored += n_memories
-                    except InputError as exc:
-                        rejected.append({"line": lineno, "error": str(exc)})
-                    continue
-                batch.append((lineno, value))
-                if len(batch) >= args.batch_size:
-                    flush(lineno + 1)
-                    bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
-                    bar.update(lineno - bar.n)
-        except KeyboardInterrupt:
-            bar.close()
-            print(f"memroute: import interrupted at line {lineno} of {path}; the {stored} memories stored so far "
-                  f"are kept. Run the same command again to resume at line {saved} (--no-resume starts over).",
-                  file=sys.stderr)
-            return 130
+        for lineno, value, error in _read_jsonl(path, start):
+            where.update(line=lineno, stored=stored, resume=saved)
+            if error is not None or not isinstance(value, dict):
+                rejected.append({"line": lineno, "error": error or "a line must be a JSON object"})
+                continue
+            if "messages" in value:
+                try:
+                    n_messages, n_memories = _import_conversation(mem, value)
+                    messages += n_messages
+                    stored += n_memories
+                except InputError as exc:
+                    rejected.append({"line": lineno, "error": str(exc)})
+                continue
+            batch.append((lineno, value))
+            if len(batch) >= args.batch_size:
+                flush(lineno + 1)
+                bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
+                bar.update(lineno - bar.n)
         flush(lineno + 1)
         bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
         bar.update(total - bar.n)
