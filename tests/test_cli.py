@@ -124,6 +124,18 @@ def test_init_writes_a_starter_catalogue_and_the_demo_commands_work_when_pasted(
     init = subprocess.run([str(memroute), "init"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert init.returncode == 0, init.stderr
     assert "memroute route" in init.stdout and (tmp_path / "agents.toml").is_file()
+    # the next steps it prints work when pasted (all but `memroute serve`, which the README test runs)
+    steps = [line.split("#")[0].strip() for line in init.stdout.splitlines() if line.startswith("  memroute ")]
+    outputs = {}
+    for step in steps:
+        if step != "memroute serve":
+            done = subprocess.run(["bash", "-c", step], cwd=tmp_path, env=dict(env, PATH=f"{memroute.parent}:"
+                                  f"{env['PATH']}"), capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, (step, done.stderr)
+            outputs[step] = done.stdout
+    assert len(outputs) == 4
+    assert [o.split("\t")[0] for o in outputs.values() if "confidence" in o] == ["translator", "(no route)"]
+    assert "[EPISODE_EVIDENCE]" in outputs['memroute recall "how is Project X doing?" --pack']
     again = subprocess.run([str(memroute), "init"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert again.returncode == 1 and "--force" in again.stderr  # nothing is overwritten silently
     demo = subprocess.run([str(memroute), "demo", "--store", "sqlite:///demo.db"], cwd=tmp_path, env=env,
