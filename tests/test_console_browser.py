@@ -160,6 +160,14 @@ def test_playground_three_japanese_turns(page: Page, live: Live, api: httpx.Clie
             expect(items.nth(i).locator(".score-num")).to_have_text(f"{memory['score']:.4f}")
             expect(items.nth(i).locator('[data-field="reason"]')).to_have_text(memory["reason"])
         expect(items.first.locator('[data-field="text"]')).to_have_attribute("lang", "ja")
+        # the numbers say what they mean where they appear (tooltips)
+        explained = routing.locator("dt.explained", has_text="confidence")
+        expect(explained).to_have_attribute("title", re.compile("How sure"))
+        expect(routing.locator("th .explained", has_text="threshold")).to_have_attribute("title", re.compile("lowest"))
+        expect(items.first.locator('[data-field="relevance"]')).to_have_attribute("title", re.compile("matters"))
+        if action != "routed":
+            expect(routing.locator("dt.explained", has_text="gap / margin")).to_have_attribute(
+                "title", re.compile("switches when the gap is above the margin"))
 
         # The trace and the memory pack.
         trace = view.locator('[data-part="trace"]')
@@ -279,3 +287,29 @@ def test_without_keys_the_owner_is_chosen_on_the_page(browser: Browser, tmp_path
             expect(table.locator("tbody tr")).to_have_count(1)
         finally:
             context.close()
+
+
+def test_api_docs_render_offline(page: Page, live: Live) -> None:
+    """/docs is Swagger UI from files the service serves: with every request to another host refused, the
+    page still lists the API's operations, and the CSP reports nothing (the page fixture fails on errors)."""
+    local = live.url.split("//", 1)[1]
+    outside: list[str] = []
+
+    def only_local(route: Any) -> None:
+        url = route.request.url
+        if url.startswith(("data:", "blob:")) or url.split("//", 1)[-1].startswith(local):
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort()
+
+    page.route("**/*", only_local)
+    response = page.goto(f"{live.url}/docs")
+    assert response is not None and response.ok
+    assert "default-src 'none'" in (response.headers.get("content-security-policy") or "")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("memroute", timeout=20_000)
+    expect(page.locator(".opblock-summary-path", has_text="/v1/recall")).to_be_visible()
+    page.locator(".opblock-summary-path", has_text="/v1/recall").first.click()
+    expect(page.locator(".opblock-body").first).to_be_visible()
+    shot(page, "docs-offline.png")
+    assert outside == []

@@ -169,8 +169,19 @@ def test_cli_recall_json(memory: Memory, db_url: str, capsys: pytest.CaptureFixt
 
 
 def test_a_memory_remembered_without_a_date_is_recalled(memory: Memory) -> None:
-    """occurred_at defaults to when the memory was written, so the 365-day window keeps it."""
+    """occurred_at defaults to when the memory was written, so recall finds it."""
     item = memory.remember("The staging database password rotates every Monday")
     assert item.occurred_at == item.created_at
     r = memory.recall("when does the staging database password rotate?")
     assert [m.memory.id for m in r.memories][:1] == [item.id]
+
+
+def test_old_memories_are_recalled_unless_a_window_is_asked_for(memory: Memory) -> None:
+    """Long-term memory: a move told 20 months ago is recalled by default (age only ranks); a window of one
+    year, asked for explicitly, leaves it out."""
+    now = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+    item = memory.remember("I moved from Osaka to Sapporo for the new job", occurred_at=now - timedelta(days=610))
+    found = memory.recall("where did I move to?", now=now)
+    assert [m.memory.id for m in found.memories][:1] == [item.id]
+    windowed = memory.recall("where did I move to?", now=now, options=RecallOptions(window_days=365))
+    assert item.id not in [m.memory.id for m in windowed.memories]

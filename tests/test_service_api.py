@@ -47,7 +47,7 @@ def _wire(item: dict[str, Any]) -> dict[str, Any]:
 def test_health_readiness_docs_and_schema(live: Live) -> None:
     assert httpx.get(f"{live.url}/healthz").json()["status"] == "ok"
     assert httpx.get(f"{live.url}/readyz").json() == {"status": "ready"}
-    assert "swagger" in httpx.get(f"{live.url}/docs").text.lower()
+    assert "swagger" in httpx.get(f"{live.url}/docs", follow_redirects=True).text.lower()
     schema = httpx.get(f"{live.url}/openapi.json").json()
     paths = set(schema["paths"])
     assert {"/v1/memories", "/v1/memories/import", "/v1/memories/{memory_id}", "/v1/search", "/v1/recall",

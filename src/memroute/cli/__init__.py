@@ -7,11 +7,13 @@ machine-readable output. Errors print one line on stderr and exit with status 1 
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from memroute.cli import (
     analysis_cmd,
+    init_cmd,
     investigate_cmd,
     mcp_cmd,
     memory_cmds,
@@ -20,17 +22,22 @@ from memroute.cli import (
     serve_cmd,
     store_cmds,
 )
-from memroute.cli.common import COMMAND_GROUPS, Group
+from memroute.cli.common import COMMAND_GROUPS, Group, examples
+from memroute.cli.help_examples import EXAMPLES
 from memroute.errors import MemrouteError
 
 # Modules that register commands; each has ``register(sub, groups)``.
-_MODULES = (memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd, mcp_cmd, serve_cmd, investigate_cmd)
+_MODULES = (init_cmd, memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd, mcp_cmd, serve_cmd, investigate_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memroute",
         description="Conversation-aware routing and memory recall in English, Japanese and Korean.",
+        epilog=examples("memroute init                 # a starter agents.toml and memroute.toml here",
+                        "memroute demo                 # the end-to-end demonstration",
+                        "memroute COMMAND --help       # each command's options and examples"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, Group] = {}
@@ -39,12 +46,42 @@ def build_parser() -> argparse.ArgumentParser:
         groups[name] = Group(gp.add_subparsers(dest="subcommand", metavar="WHAT", required=True))
     for module in _MODULES:
         module.register(sub, groups)
+    for name, command in commands(parser):
+        if name in EXAMPLES:
+            command.epilog = examples(*EXAMPLES[name])
+            command.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+def commands(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command and subcommand parser, as ("investigate start", parser)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, command in action.choices.items():
+                yield prefix + name, command
+                yield from commands(command, f"{prefix}{name} ")
+
+
+def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Stop with the command's own usage and, for a mistyped option, the one it looks like."""
+    name = " ".join(v for v in (getattr(args, "command", None), getattr(args, "subcommand", None)) if v)
+    command = dict(commands(parser)).get(name, parser)
+    known = [o for action in command._actions for o in action.option_strings]
+    hints = []
+    for word in extra:
+        option = word.split("=", 1)[0]
+        if option.startswith("-"):
+            close = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+            hints.append(f"{option}: did you mean {close[0]}?" if close else f"{option} is not an option of "
+                         f"memroute {name} (memroute {name} --help lists them)")
+    command.error(f"unrecognized arguments: {' '.join(extra)}" + ("\n  " + "\n  ".join(hints) if hints else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unknown_options(parser, args, extra)
     try:
         code: int = args.handler(args)
     except MemrouteError as exc:

@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from memroute.config import Settings
+from memroute.errors import ConfigError, NotFoundError
 from memroute.llm import LlmAssistant, assistant_from_settings
 
 COMMAND_GROUPS = {
@@ -28,6 +30,11 @@ class Group:
         return parser
 
 
+def examples(*lines: str) -> str:
+    """A help text's closing lines: one or two commands to copy (``epilog`` of a parser)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def add_common(parser: argparse.ArgumentParser, store: bool = True, owner: bool = True) -> None:
     if store:
         parser.add_argument("--store", help="store URL (default: settings, MEMROUTE_STORE)")
@@ -37,7 +44,11 @@ def add_common(parser: argparse.ArgumentParser, store: bool = True, owner: bool 
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    return Settings.load(store=getattr(args, "store", None), owner=getattr(args, "owner", None))
+    """The command's settings (options over environment over memroute.toml); a store URL that looks like a
+    mistyped absolute path is refused here, before any command can create it."""
+    settings = Settings.load(store=getattr(args, "store", None), owner=getattr(args, "owner", None))
+    check_store_url(settings.store)
+    return settings
 
 
 def add_llm_options(parser: argparse.ArgumentParser) -> None:
@@ -62,3 +73,40 @@ def llm_from(args: argparse.Namespace) -> LlmAssistant | None:
 def emit_json(value: Any) -> None:
     json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+def _sqlite_path(url: str) -> str | None:
+    """The file of a ``sqlite:///`` URL, or None (another backend, or in memory)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///"):].partition("?")[0]
+    return path if path and path != ":memory:" else None
+
+
+def _looks_absolute(path: str) -> bool:
+    """A relative path whose first folder is missing here but exists at / (``home/me/x.db``): three slashes
+    where four were meant."""
+    first = Path(path).parts[0] if Path(path).parts else ""
+    return not Path(path).is_absolute() and bool(first) and not Path(first).exists() and Path("/", first).is_dir()
+
+
+def _four_slashes(path: str) -> str:
+    return (f"did you mean sqlite:////{path}? (an absolute path takes four slashes; with three it is relative "
+            f"to {Path.cwd()}; write sqlite:///./{path} if that is what you want)")
+
+
+def check_store_url(url: str) -> None:
+    """Refuse, before anything is created, a new SQLite store whose path looks like a mistyped absolute one."""
+    path = _sqlite_path(url)
+    if path is not None and not Path(path).exists() and _looks_absolute(path):
+        raise ConfigError(f"no store at {Path(path).absolute()} (nothing was created); {_four_slashes(path)}")
+
+
+def require_store(url: str) -> None:
+    """For a command that only reads: a SQLite store that does not exist is an error, and nothing is created
+    (no file, no folder). A relative path that looks like a mistyped absolute one gets a suggestion."""
+    path = _sqlite_path(url)
+    if path is None or Path(path).exists():
+        return
+    hint = _four_slashes(path) if _looks_absolute(path) else "commands that write (remember, import, demo) create it"
+    raise NotFoundError(f"no store at {Path(path).absolute()}; {hint}")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memroute.cli.common import add_common, emit_json, settings_from
+from memroute.cli.common import add_common, emit_json, require_store, settings_from
 from memroute.errors import InputError
 from memroute.investigate import TOOLS, Investigator, StepResult, Workspace
 from memroute.investigate.decisions import to_jsonl
@@ -22,7 +22,7 @@ from memroute.stores import open_store
 
 
 def register(sub: Any, groups: dict[str, Any]) -> None:
-    p = sub.add_parser("investigate", help="walk a guided code-investigation session (seed 002) by hand",
+    p = sub.add_parser("investigate", help="walk a guided code-investigation session by hand",
                        description="Guided code investigation: start a session, give the query frame, explore "
                        "with the code tools, submit what you found, until the session is READY.")
     steps = p.add_subparsers(dest="subcommand", metavar="STEP", required=True)
@@ -94,6 +94,8 @@ def _step(steps: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    if args.subcommand in ("show", "log"):  # these only read: they never create a store
+        require_store(settings.store)
     llm = assistant_from_settings(settings) if args.subcommand == "frame" and args.slots is None else None
     inv = Investigator(open_store(settings.store, settings.busy_timeout_ms), Workspace(args.repo or ["."]),
                        embedder=settings.embedder, owner=settings.owner, llm=llm,

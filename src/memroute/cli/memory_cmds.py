@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memroute.cli.common import add_common, emit_json, settings_from
-from memroute.errors import InputError
+from tqdm import tqdm
+
+from memroute.cli.common import add_common, emit_json, require_store, settings_from
+from memroute.errors import InputError, NotFoundError
 from memroute.memory import Memory
 from memroute.types import Hit, MemoryItem
 
@@ -53,15 +55,16 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     add_common(p)
     p.set_defaults(handler=_forget)
 
-    p = sub.add_parser("stats", help="what the store holds")
-    add_common(p, owner=False)
+    p = sub.add_parser("stats", help="what the store holds (with --owner: also that owner's memories)")
+    add_common(p)
     p.set_defaults(handler=_stats)
 
     p = sub.add_parser("doctor", help="check the installation: packages, models, store health")
-    add_common(p, owner=False)
+    add_common(p)
     p.set_defaults(handler=_doctor)
 
-    p = sub.add_parser("demo", help="end-to-end demonstration on a bundled multilingual conversation")
+    p = sub.add_parser("demo", help="end-to-end demonstration on a bundled multilingual conversation "
+                       "(as owner 'demo')")
     add_common(p, owner=False)
     p.set_defaults(handler=_demo)
 
@@ -75,8 +78,11 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     b.set_defaults(handler=_bench_store)
 
 
-def _open(args: argparse.Namespace) -> Memory:
+def _open(args: argparse.Namespace, read_only: bool = False) -> Memory:
+    """The store of the command's settings; a command that only reads never creates one."""
     settings = settings_from(args)
+    if read_only:
+        require_store(settings.store)
     return Memory.open(settings.store, owner=settings.owner, settings=settings)
 
 
@@ -102,7 +108,7 @@ def _hit_json(h: Hit) -> dict[str, Any]:
 
 
 def _search(args: argparse.Namespace) -> int:
-    with _open(args) as mem:
+    with _open(args, read_only=True) as mem:
         hits = mem.search(args.text, mode=args.mode, limit=args.limit, session=args.session,
                           max_sensitivity=args.max_sensitivity)
     if args.json:
@@ -134,9 +140,12 @@ def _forget(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    with _open(args) as mem:
+    with _open(args, read_only=True) as mem:
         st = mem.stats()
-    data = {"store": mem.store.url, **{k: getattr(st, k) for k in st.__dataclass_fields__}}
+        data = {"store": mem.store.url, **{k: getattr(st, k) for k in st.__dataclass_fields__}}
+        if args.owner:
+            data["owner"] = args.owner
+            data["owner_memories"] = mem.store.count(args.owner)
     if args.json:
         emit_json(data)
     else:
@@ -162,6 +171,19 @@ def _read_jsonl(path: Path, start: int) -> Iterator[tuple[int, Any | None, str |
 
 
 def _import(args: argparse.Namespace) -> int:
+    where: dict[str, Any] = {}  # how far the import got, for the message after Ctrl-C
+    try:
+        return _import_file(args, where)
+    except KeyboardInterrupt:
+        if not where:
+            raise
+        print(f"\nmemroute: import interrupted at line {where['line']} of {args.file}; the {where['stored']} "
+              f"memories stored so far are kept. Run the same command again to resume at line {where['resume']} "
+              "(--no-resume starts over).", file=sys.stderr)
+        return 130
+
+
+def _import_file(args: argparse.Namespace, where: dict[str, Any]) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise InputError(f"{path} does not exist or is not a file")
@@ -174,9 +196,10 @@ def _import(args: argparse.Namespace) -> int:
         rejected: list[dict[str, Any]] = []
         stored = messages = 0
         batch: list[tuple[int, dict[str, Any]]] = []
+        saved = start  # where the next run resumes: the line after the last batch stored
 
         def flush(next_line: int) -> None:
-            nonlocal stored
+            nonlocal stored, saved
             if batch:
                 report = mem.remember_many([b for _, b in batch], skip_invalid=True)
                 for pos, reason in report.rejected:
@@ -184,9 +207,14 @@ def _import(args: argparse.Namespace) -> int:
                 stored += report.stored
                 batch.clear()
             mem.store.put_state("import", key, {"next_line": next_line}, mem.owner)
+            saved = next_line
 
         lineno = start - 1
+        total = _count_lines(path)
+        bar = tqdm(total=total, initial=start - 1, unit=" lines", desc="import", file=sys.stderr,
+                   disable=not args.progress, dynamic_ncols=True)
         for lineno, value, error in _read_jsonl(path, start):
+            where.update(line=lineno, stored=stored, resume=saved)
             if error is not None or not isinstance(value, dict):
                 rejected.append({"line": lineno, "error": error or "a line must be a JSON object"})
                 continue
@@ -201,12 +229,13 @@ def _import(args: argparse.Namespace) -> int:
             batch.append((lineno, value))
             if len(batch) >= args.batch_size:
                 flush(lineno + 1)
-                if args.progress:
-                    print(f"\rline {lineno}: {stored} stored, {len(rejected)} rejected", end="", file=sys.stderr)
+                bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
+                bar.update(lineno - bar.n)
         flush(lineno + 1)
+        bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
+        bar.update(total - bar.n)
+        bar.close()
         mem.store.put_state("import", key, {"next_line": 1, "done": True}, mem.owner)
-    if args.progress:
-        print(file=sys.stderr)
     result = {"stored": stored, "messages": messages, "rejected": rejected, "resumed_at_line": start}
     if args.json:
         emit_json(result)
@@ -216,6 +245,12 @@ def _import(args: argparse.Namespace) -> int:
         for r in rejected:
             print(f"  line {r['line']}: {r['error']}", file=sys.stderr)
     return 0 if not rejected else 3
+
+
+def _count_lines(path: Path) -> int:
+    """Lines in a file (for the progress bar's total and time left), read in 1 MiB blocks."""
+    with path.open("rb") as fh:
+        return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b""))
 
 
 def _import_conversation(mem: Memory, value: dict[str, Any]) -> tuple[int, int]:
@@ -266,10 +301,14 @@ def _doctor(args: argparse.Namespace) -> int:
     lines.append(("embedders", ", ".join(EMBEDDERS)))
     settings = settings_from(args)
     try:
+        require_store(settings.store)
         with Memory.open(settings.store, settings=settings) as mem:
             st = mem.stats()
             lines.append(("store", f"{mem.store.url}: {st.memories} memories, model {st.model_id}, "
                                    f"schema {st.schema_version}"))
+    except NotFoundError as exc:  # not a fault unless the path looks mistyped: a new installation has none yet
+        ok = ok and "did you mean" not in str(exc)
+        lines.append(("store", str(exc)))
     except Exception as exc:
         ok = False
         lines.append(("store", f"FAILED: {exc}"))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
-from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from, settings_from
+from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from, require_store, settings_from
 from memroute.embed import EMBEDDERS
 from memroute.memory import Memory
 from memroute.retrieval import RecallOptions, Strategy
@@ -22,7 +23,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--now", help="when the message is sent (ISO 8601; default: now)")
     p.add_argument("--no-rerank", action="store_true", help="skip the local reranker")
     p.add_argument("--pack", action="store_true", help="print the [EPISODE_EVIDENCE] memory pack")
-    p.add_argument("--trace", action="store_true", help="with --json: include the full trace")
+    p.add_argument("--trace", action="store_true", help="show the full trace: the query analysis, expanded "
+                   "queries, every search and the candidates with their scores")
     add_common(p)
     p.set_defaults(handler=_recall)
 
@@ -54,6 +56,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
 def _recall(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     opts = RecallOptions(limit=args.limit, strategy=args.strategy, rerank=not args.no_rerank)
+    require_store(settings.store)
     with Memory.open(settings=settings) as mem:
         result = mem.recall(args.text, session=args.session, now=args.now, options=opts)
     if args.json:
@@ -73,6 +76,9 @@ def _recall(args: argparse.Namespace) -> int:
         print(f"{m.score:.3f} {m.relevance:<6} {when} {m.memory.id}  {m.memory.text[:100]}\n       {m.reason}")
     if args.pack:
         print(result.memory_pack())
+    if args.trace:
+        print("trace:")
+        print(json.dumps(result.to_dict(trace=True).get("trace"), ensure_ascii=False, indent=2, default=str))
     return 0
 
 

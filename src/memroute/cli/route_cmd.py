@@ -84,7 +84,8 @@ def _catalogue(path: str | None) -> Any:
     for name in DEFAULT_CATALOGUES:
         if Path(name).is_file():
             return load_catalogue(name)
-    raise InputError("no agent catalogue: pass --agents FILE (TOML/YAML/JSON) or create ./agents.toml")
+    raise InputError("no agent catalogue: pass --agents FILE (TOML/YAML/JSON), or run `memroute init` to "
+                     "write a commented starter agents.toml here")
 
 
 def _route(args: argparse.Namespace) -> int:

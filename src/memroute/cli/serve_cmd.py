@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
-from memroute.cli.common import emit_json
+from memroute.cli.common import check_store_url, emit_json
 from memroute.config import Settings
 from memroute.errors import DependencyError
 
@@ -29,12 +32,14 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                        description="Print a new random API key (give it to the client; it is not stored) and "
                        "its entry for MEMROUTE_API_KEYS or the api_keys_file (only its SHA-256 is kept).")
     k.add_argument("owners", nargs="+", metavar="OWNER", help="owners the key may act for (* for any)")
+    k.add_argument("--add-to", metavar="FILE", help="append the entry to this keys file (created, readable by "
+                   "you only; serve it with MEMROUTE_API_KEYS_FILE=FILE) and print only the key")
     k.add_argument("--json", action="store_true", help="machine-readable JSON output")
     k.set_defaults(handler=_new_key)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from memroute.cli.demo import DEMO_OWNER, demo_agents, demo_items
+    from memroute.cli.demo import DEMO_OWNER, demo_agents, load_demo
     from memroute.memory import Memory
 
     try:
@@ -45,11 +50,12 @@ def _serve(args: argparse.Namespace) -> int:
                               "pip install 'memroute[server]'") from None
     settings = Settings.load(store=args.store, host=args.host, port=args.port, agents=args.agents,
                              owner=args.owner or (DEMO_OWNER if args.demo else None))
+    check_store_url(settings.store)
     with Memory.open(settings.store, settings=settings) as memory:
         loaded = ""
         if args.demo:
-            report = memory.remember_many(demo_items(), owner=DEMO_OWNER)
-            loaded = f"; demo: {report.stored} memories of owner {DEMO_OWNER!r}"
+            loaded = (f"; demo: {load_demo(memory)} memories of owner {DEMO_OWNER!r}, dated relative to "
+                      "today")
         agents = demo_agents() if args.demo and not settings.agents else None
         app = create_app(settings, memory, agents=agents)
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -66,6 +72,18 @@ def _new_key(args: argparse.Namespace) -> int:
 
     key = new_key()
     entry = key_entry(key, args.owners)
+    if args.add_to:
+        path = Path(args.add_to).expanduser()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(entry + "\n")
+        if args.json:
+            emit_json({"key": key, "entry": entry, "file": str(path)})
+        else:
+            print(key)
+            print(f"(the key for the client, not stored; its entry was added to {path}: serve with "
+                  f"MEMROUTE_API_KEYS_FILE={path})", file=sys.stderr)
+        return 0
     if args.json:
         emit_json({"key": key, "entry": entry})
     else:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from memroute.cli.common import emit_json, settings_from
+from memroute.cli.common import add_common, emit_json, settings_from
 from memroute.errors import InputError
 from memroute.stores import open_store
 from memroute.stores.copy import copy_store
@@ -15,8 +15,7 @@ from memroute.stores.copy import copy_store
 def register(sub: Any, groups: dict[str, Any]) -> None:
     del groups
     p = sub.add_parser("migrate", help="create or upgrade a store's schema (also done on every open)")
-    p.add_argument("--store", help="store URL (default: settings, MEMROUTE_STORE)")
-    p.add_argument("--json", action="store_true")
+    add_common(p)
     p.set_defaults(handler=_migrate)
 
     p = sub.add_parser("copy", help="copy every memory, message and state from one store to another")
@@ -33,12 +32,15 @@ def _migrate(args: argparse.Namespace) -> int:
     store = open_store(url)
     try:
         st = store.stats()
+        owned = store.count(args.owner) if args.owner else None
     finally:
         store.close()
     if args.json:
-        emit_json({"store": store.url, "schema_version": st.schema_version, "memories": st.memories})
+        emit_json({"store": store.url, "schema_version": st.schema_version, "memories": st.memories,
+                   **({"owner": args.owner, "owner_memories": owned} if args.owner else {})})
     else:
-        print(f"{store.url}: schema version {st.schema_version}, {st.memories} memories")
+        mine = f" ({owned} of owner {args.owner!r})" if args.owner else ""
+        print(f"{store.url}: schema version {st.schema_version}, {st.memories} memories{mine}")
     return 0
 
 

@@ -24,9 +24,11 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 
+from memroute import __version__
 from memroute.errors import AuthError, MemrouteError
 from memroute.memory import Memory
 from memroute.types import Agent
@@ -100,6 +102,24 @@ def guard(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class _Server(MCPServer[Any]):
+    """The MCP server, with argument errors said the way memroute says them: ``InputError: recall: text:
+    Input should be a valid string (got 5)`` instead of a validation dump with a link."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                + ("" if e["type"] == "missing" else f" (got {e.get('input')!r:.60})") for e in cause.errors())
+            raise ToolError(f"InputError: {name}: {problems}") from None
+
+
 def create_mcp_server(memory: Memory, agents: Sequence[Agent] | None, owner_scope: OwnerScope | str, *,
                       repos: Sequence[str | Path] = (), name: str = "memroute") -> MCPServer[Any]:
     """An MCP server over ``memory``: ``remember``, ``recall``, ``route``, ``analyze``, ``forget``.
@@ -113,7 +133,7 @@ def create_mcp_server(memory: Memory, agents: Sequence[Agent] | None, owner_scop
 
     scope = single_owner(owner_scope) if isinstance(owner_scope, str) else owner_scope
     instructions = INSTRUCTIONS + (INVESTIGATION_INSTRUCTIONS if repos else "")
-    server: MCPServer[Any] = MCPServer(name, instructions=instructions, log_level="WARNING")
+    server: MCPServer[Any] = _Server(name, instructions=instructions, version=__version__, log_level="WARNING")
     MemoryTools(memory, agents or (), scope).register(server)
     if repos:
         from memroute.investigate import Investigator, Workspace

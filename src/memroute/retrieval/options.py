@@ -1,6 +1,6 @@
 """What a caller can set on one recall: a forced strategy, limits, weights, and stages on or off.
 
-Defaults are seed 001's (k = 10 per query and per search, at most 40 candidates, a 365-day window, at most
+Defaults are seed 001's (k = 10 per query and per search, at most 40 candidates, at most
 5 expanded queries, 3 exchanges of recent conversation, RRF k = 60) and seed 003's (the strategy
 parameters in :mod:`memroute.retrieval.strategy`), except where a measurement on LoCoMo said otherwise;
 each such default says why.
@@ -62,9 +62,11 @@ class RecallOptions:
     """Candidates kept after fusion and handed to the reranker (seed 001 says 40). 15 / 50 instead of
     10 / 40 puts 66 % of LoCoMo's multi-hop evidence among the candidates instead of 62 % (all
     categories: 89 % / 88 %) for ~0.3 ms more reranking; see docs/benchmarks.md."""
-    window_days: int | None = 365
-    """Only memories from the last this many days (seed 001's ``occurred_day_range``); None: no limit.
-    A time range named in the query is searched even when it is older."""
+    window_days: int | None = None
+    """Only memories from the last this many days; None (the default): every memory, however old. Seed 001
+    said 365 days, but long-term memory is the point: two years of imported chats, or a move told to the
+    assistant 20 months ago, must still be recalled, so age is a ranking signal (the strategy's time decay)
+    and not a cut-off. A time range named in the query is searched even when it is older than the window."""
     max_expanded_queries: int = 5
     recent_turns: int = 6
     """Messages of recent conversation read for references and topic (3 exchanges, seed 001)."""

@@ -202,7 +202,8 @@ def load_catalogue(path: str | Path, fmt: str | None = None) -> tuple[Agent, ...
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise CatalogueError(f"catalogue file {path} does not exist") from None
+        raise CatalogueError(f"catalogue file {path} does not exist (in {Path.cwd()}); `memroute init` writes a "
+                             "commented starter agents.toml in the current folder") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CatalogueError(f"cannot read catalogue file {path}: {exc}") from None
     return parse_catalogue(text, kind, str(path))

@@ -250,13 +250,13 @@ class ConversationRouter:
             context = " with recent context" if used_context else ""
             reason = f"first message of the session, routed on its own text{context} to {agent.id!r}"
         elif action == "switched":
-            reason = (f"{agent.id!r} leads {previous!r} by {gap:.1f} catalogue-scale units on this message's own text, "
-                      f"above the margin {margin:.1f} (cues: {cue_text})")
+            reason = (f"{agent.id!r} leads {previous!r} by {gap:.1f} on this message's own words, more than "
+                      f"the margin {margin:.1f} a switch needs here (cues: {cue_text})")
         elif action == "revised":
             reason = (f"the task's evidence so far (user and assistant turns) now favours {agent.id!r} over "
                       f"{previous!r}")
         else:
-            bar = "a closing never switches" if margin == float("inf") else f"margin {margin:.1f}"
+            bar = "a closing never switches" if margin == float("inf") else f"a switch needs a lead of {margin:.1f}"
             lead = f"; best other {other!r} leads by {gap:.1f}" if other else ""
             reason = f"follow-up kept {agent.id!r} ({bar}{lead}; cues: {cue_text})"
         if analysis_cue:

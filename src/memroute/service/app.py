@@ -83,7 +83,7 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, *
             yield
 
     app = FastAPI(title="memroute", version=__version__, lifespan=lifespan, default_response_class=errors.Json,
-                  redoc_url=None,
+                  redoc_url=None, docs_url=None,  # /docs: offline, served by mount_console
                   description="Conversation-aware routing and memory recall in English, Japanese and Korean.")
     app.state.service = service
     app.state.lifespans = hooks

@@ -28,7 +28,7 @@ def _check_length(service: Service, text: str) -> None:
 
 @router.post("/recall", summary="The memories that matter for this turn, with the memory pack and the trace")
 async def recall(body: RecallIn, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
-    """Seed 001's pipeline in one call: analyse and expand the message, choose a strategy, search, fuse,
+    """The recall pipeline in one call: analyse and expand the message, choose a strategy, search, fuse,
     rerank, decide whether to inject, and format the ``[EPISODE_EVIDENCE]`` memory pack."""
     recent = None if body.recent_messages is None else [t.model_dump() for t in body.recent_messages]
     options = body.options.to_options() if body.options is not None else None

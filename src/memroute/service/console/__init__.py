@@ -28,6 +28,8 @@ from memroute.service.auth import ANY_OWNER
 PATH = "/console"
 STATIC = "static"
 """The folder of the page's files inside this package."""
+DOCS = "/docs"
+"""Where the API docs page is (its files: ``docs/`` here, and Swagger UI's from ``fastapi-offline``)."""
 
 _HEADERS = (
     # Only this origin's own scripts and styles run: data shown on the page (memories, reasons) can never
@@ -64,6 +66,10 @@ async def to_console() -> RedirectResponse:
     return RedirectResponse(f"{PATH}/", status_code=307)
 
 
+async def to_docs() -> RedirectResponse:
+    return RedirectResponse(f"{DOCS}/", status_code=307)
+
+
 class _Hardened:
     """The static files, with headers that keep the page to its own origin's code."""
 
@@ -80,7 +86,12 @@ class _Hardened:
 
 
 def mount_console(app: FastAPI) -> None:
-    """Serve the console at ``/console/``, its ``whoami`` endpoint, and a redirect from ``/``."""
+    """Serve the console at ``/console/``, its ``whoami`` endpoint, a redirect from ``/``, and the API docs
+    (Swagger UI) at ``/docs/`` from files inside the installed packages (ours and ``fastapi-offline``'s), under
+    the same content security policy: the docs work offline."""
     app.add_api_route(f"{PATH}/whoami", whoami, methods=["GET"], include_in_schema=False)
     app.add_api_route("/", to_console, methods=["GET"], include_in_schema=False)
     app.mount(PATH, _Hardened(StaticFiles(packages=[(__name__, STATIC)], html=True)), name="console")
+    app.add_api_route(DOCS, to_docs, methods=["GET"], include_in_schema=False)
+    app.mount(f"{DOCS}/", _Hardened(StaticFiles(packages=[(__name__, "docs"), ("fastapi_offline", "static")],
+                                                html=True)), name="docs")

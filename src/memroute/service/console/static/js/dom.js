@@ -69,11 +69,16 @@ export function num(value, digits = 3) {
 /** A definition list from [label, value] pairs; values may be nodes or text, nulls are skipped. */
 export function facts(pairs, attrs = { class: "facts" }) {
   const list = h("dl", attrs);
-  for (const [label, value] of pairs) {
+  for (const [label, value, help] of pairs) {
     if (value === null || value === undefined || value === "") continue;
-    list.append(h("dt", null, label), value instanceof Node ? h("dd", null, value) : t("dd", value));
+    list.append(explained("dt", label, help), value instanceof Node ? h("dd", null, value) : t("dd", value));
   }
   return list;
+}
+
+/** A label with what it means as its tooltip (a dotted underline says there is one). */
+export function explained(tag, label, help) {
+  return h(tag, help ? { title: help, class: "explained" } : null, label);
 }
 
 /** A table with a caption, header labels and rows of cells (text or nodes). */

@@ -2,7 +2,23 @@
 // memories, the memory pack and the trace. Everything here comes from the service's answers as they are.
 
 import { barChart } from "./charts.js";
-import { facts, h, num, scoreCell, t, table } from "./dom.js";
+import { explained, facts, h, num, scoreCell, t, table } from "./dom.js";
+
+// What the numbers mean, shown as tooltips where they appear.
+const HELP = {
+  confidence: "How sure the router is, from 0 to 1, that this agent is the right one. Below the agent's "
+    + "threshold the answer is \"no agent\": ask the user.",
+  threshold: "The lowest confidence at which a message goes to this agent (the catalogue's threshold, or "
+    + "the one memroute fit chose).",
+  score: "The agent's combined score over the routing strategies (meaning, words, keywords, mentions, tools); "
+    + "it orders the candidates.",
+  gap: "gap: how far the best other agent leads the current one on this message's own words. margin: the "
+    + "lead a switch needs on this turn (larger for a short answer, smaller after \"by the way\"). The "
+    + "agent switches when the gap is above the margin.",
+  relevance: "How sure memroute is that this memory matters for the turn: high, medium or none (from the "
+    + "reranker's estimate, meaning similarity and the message's keywords).",
+  memoryScore: "The reranker's estimated probability that this is the memory the message asks about.",
+};
 
 function card(id, title, ...body) {
   return h("section", { class: "card", "aria-labelledby": id, "data-part": id.replace(/-\d+$/, "") },
@@ -51,10 +67,12 @@ function routeCard(n, route, error) {
     t("p", route.reason, { class: "reason", "data-field": "reason" }),
     facts([["mode", route.mode], ["previous agent", route.previous || "none"],
       ["continuation", route.continuation], ["context used", route.used_context ? "yes" : "no"],
-      ["cues", route.cues?.length ? route.cues.join(", ") : "none"], ["confidence", num(route.confidence)],
-      ["gap / margin", route.gap === undefined ? null : `${num(route.gap)} / ${num(route.margin)}`],
+      ["cues", route.cues?.length ? route.cues.join(", ") : "none"],
+      ["confidence", num(route.confidence), HELP.confidence],
+      ["gap / margin", route.gap === undefined ? null : `${num(route.gap)} / ${num(route.margin)}`, HELP.gap],
       ["catalogue", route.catalogue], ["latency", `${num(route.latency_ms, 2)} ms`]]),
-    rows.length ? table("Every candidate, best first", ["#", "agent", "score", "confidence", "threshold",
+    rows.length ? table("Every candidate, best first", ["#", "agent", explained("span", "score", HELP.score),
+      explained("span", "confidence", HELP.confidence), explained("span", "threshold", HELP.threshold),
       "strategies (score — what matched)"], rows, { class: "candidates" })
       : h("p", { class: "empty", text: "The catalogue has no agent to route to." }));
 }
@@ -63,8 +81,9 @@ function memoryItem(m) {
   const when = m.occurred_at ? m.occurred_at.slice(0, 16).replace("T", " ") : "undated";
   return h("li", { class: `memory relevance-${m.relevance}`, "data-memory-id": m.id },
     h("div", { class: "memory-head" },
-      h("span", { class: `badge relevance-${m.relevance}`, "data-field": "relevance", text: m.relevance }),
-      h("span", { "data-field": "score" }, scoreCell(m.score, `score of ${m.id}`)),
+      h("span", { class: `badge relevance-${m.relevance}`, "data-field": "relevance", text: m.relevance,
+        title: HELP.relevance }),
+      h("span", { "data-field": "score", title: HELP.memoryScore }, scoreCell(m.score, `score of ${m.id}`)),
       h("code", { text: m.id }), h("span", { class: "meta", text: `${m.kind} · ${when}${m.session_id ? ` · ${m.session_id}` : ""}` })),
     t("p", m.text, { class: "memory-text", "data-field": "text" }),
     m.reply ? h("p", { class: "reply" }, h("span", { class: "meta", text: "reply: " }), t("span", m.reply)) : null,
@@ -78,8 +97,8 @@ function recallCard(n, recall, error) {
   const memories = recall.memories || [];
   return card(id, `Recalled memories (${memories.length})`,
     h("p", { class: "meta", "data-field": "inject" },
-      recall.should_inject ? "Injected: at least one high or two medium memories."
-        : "Not injected: seed 001 asks for one high or two medium memories.",
+      recall.should_inject ? "Put in the prompt: at least one memory of high relevance, or two of medium."
+        : "Not put in the prompt: that needs one memory of high relevance, or two of medium.",
       recall.injection_strategy ? ` Strategy: ${recall.injection_strategy}.` : ""),
     memories.length ? h("ol", { class: "memories" }, memories.map(memoryItem))
       : h("p", { class: "empty", text: "No memory was recalled for this turn." }));
