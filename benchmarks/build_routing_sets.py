@@ -7,7 +7,8 @@ only. ``#`` starts a comment line. Agent codes are the short names in ``AGENTS``
 
 Output: ``src/memroute/eval/data/routing/<lang>/{dev,test}.jsonl`` in the routing-set format (one record per
 user turn, ``history`` = every earlier USER and SYSTEM turn). A dialogue goes to dev when the first 8 hex
-digits of the md5 of its id fall in the lower half: deterministic, and adding a dialogue never moves another.
+digits of the md5 of ``ko-<its number>`` fall in the lower half (``is_dev``): deterministic, the same for the
+Japanese and Korean dialogue of one number, and adding a dialogue never moves another.
 
     python -m benchmarks.build_routing_sets          # writes both languages, prints the counts
     python -m benchmarks.build_routing_sets --check  # fails if the shipped files differ from the sources
@@ -53,7 +54,14 @@ def parse(path: Path) -> list[tuple[str, list[tuple[str, str, str]]]]:
 
 
 def is_dev(dialogue_id: str) -> bool:
-    return int(hashlib.md5(dialogue_id.encode("utf-8")).hexdigest()[:8], 16) < 0x80000000
+    """Dev when the md5 of the Korean id of the dialogue's number (``ko-NNN``) falls in the lower half.
+
+    Keyed on the number, not the language, so that ``ja-NNN`` and ``ko-NNN`` share a split: the first Japanese
+    dialogues adapt the Korean ones with the same number, and a scenario tuned on in one language's dev must
+    not be reported in the other's test. (The Korean id, because the Korean split was published first.)
+    """
+    number = dialogue_id.partition("-")[2]
+    return int(hashlib.md5(f"ko-{number}".encode()).hexdigest()[:8], 16) < 0x80000000
 
 
 def records(dialogue_id: str, turns: list[tuple[str, str, str]]) -> list[dict[str, object]]:
