@@ -3,7 +3,8 @@
 Sources: ``benchmarks/routing_sets/<lang>/*.txt`` (read in name order). A line ``== <dialogue id>`` starts a
 dialogue; every following line is one user turn ``<agent> | <user text> | <system reply>``: the reply (it may
 contain ``|``) is the assistant's answer that the next user turn sees; the last turn's reply stays in the source
-only. ``#`` starts a comment line. Agent codes are the short names in ``AGENTS``.
+only. A user text writes `` | `` as `` \\| ``. ``#`` starts a comment line. Agent codes are the short names in
+``AGENTS``.
 
 Output: ``src/memroute/eval/data/routing/<lang>/{dev,test}.jsonl`` in the routing-set format (one record per
 user turn, ``history`` = every earlier USER and SYSTEM turn). A dialogue goes to dev when the first 8 hex
@@ -46,7 +47,7 @@ def parse(path: Path) -> list[tuple[str, list[tuple[str, str, str]]]]:
         if line.startswith("=="):
             dialogues.append((line[2:].strip(), []))
             continue
-        parts = [p.strip() for p in line.split(" | ", 2)]
+        parts = [p.strip().replace("\\|", "|") for p in line.split(" | ", 2)]
         if not dialogues or len(parts) not in (2, 3) or parts[0] not in AGENTS or not parts[1]:
             raise SourceError(f"{path}:{lineno}: expected '<agent> | <user> | <system>', got {line!r}")
         dialogues[-1][1].append((AGENTS[parts[0]], parts[1], parts[2] if len(parts) == 3 else ""))
