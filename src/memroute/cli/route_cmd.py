@@ -73,6 +73,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     e.add_argument("--train", metavar="FILE",
                    help="fit the router on this routing set first (as `memroute fit --dialogues`), then replay --data")
     e.add_argument("--train-split", help="candidate split of --train (default: its file's name)")
+    e.add_argument("--train-dialogues", type=int, default=5000, metavar="N",
+                   help="fit on at most N dialogues of --train, a deterministic sample (default 5000)")
     e.add_argument("--fit", help="replay with a routing fit written by `memroute fit --dialogues`")
     e.add_argument("--oracle-switches", action="store_true",
                    help="diagnostic ceiling: reset the session exactly where the gold task changes and switch "
@@ -233,7 +235,8 @@ def _eval_route(args: argparse.Namespace) -> int:
     report = run_route_eval(args.data, args.candidates, split=args.split, limit=args.limit,
                             show_progress=not args.json, llm=llm_from(args), sample=args.sample,
                             embedder=args.embedder, oracle_switches=args.oracle_switches, errors=args.errors,
-                            train=args.train, train_split=args.train_split, fitted=load_fit(args.fit))
+                            train=args.train, train_split=args.train_split, fitted=load_fit(args.fit),
+                            train_dialogues=args.train_dialogues)
     if args.json:
         emit_json(report.as_dict())
     else:

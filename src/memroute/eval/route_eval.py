@@ -131,7 +131,7 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
                    sample: int | None = None, embedder: str = "use-m3",
                    oracle_switches: bool = False, errors: str | Path | None = None,
                    train: str | Path | None = None, fitted: FittedRouting | None = None,
-                   train_split: str | None = None) -> RouteEvalReport:
+                   train_split: str | None = None, train_dialogues: int = 5000) -> RouteEvalReport:
     """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file.
 
     ``oracle_switches`` is a diagnostic ceiling, not a router: the session is reset exactly where the gold task
@@ -140,7 +140,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     perfect switch detection. ``errors``: write every wrong scored turn there (JSON Lines, written to a
     temporary file and renamed when complete). ``train``: first fit the router on that routing set
     (:func:`memroute.routing.training.fit_dialogues`, its candidates from ``candidates`` for ``train_split``,
-    default the file's name), then replay ``data`` with the fit; ``fitted`` replays with a fit made before."""
+    default the file's name; at most ``train_dialogues`` of its dialogues; labels outside that catalogue are left
+    out), then replay ``data`` with the fit; ``fitted`` replays with a fit made before."""
     from tqdm import tqdm
 
     from memroute.memory import Memory
@@ -157,7 +158,7 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     if train is not None:
         train_agents = load_candidates(candidates, train_split if train_split is not None else Path(train).stem)
         fitted = fit_dialogues(train, train_agents, AgentRouter(embedder=router.embedder),
-                               show_progress=show_progress, unknown="skip")
+                               show_progress=show_progress, unknown="skip", max_dialogues=train_dialogues)
     if fitted is not None:
         fit_info = fitted.summary(agents)
     usage = LlmUsage()
