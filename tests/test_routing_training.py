@@ -301,3 +301,14 @@ def test_the_service_routes_with_the_fit_named_by_the_setting(tmp_path: Path, ro
         service.catalogues.default)).agent.id == "hotels_2"  # type: ignore[union-attr]
     bare = Service(memory, Settings.load(env={}), _agents())  # no fit anywhere: zero-shot
     assert bare.catalogues.fitted is None
+
+
+def test_a_catalogue_with_an_agent_the_fit_never_saw_stays_zero_shot(tmp_path: Path, router: AgentRouter,
+                                                                     memory: Memory,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    fitted = fit_dialogues(_write(tmp_path / "t.jsonl", _dialogues(16)), _agents(), router)
+    grown = (*_agents(), Agent(id="translator", name="translator", description="Translates text"))
+    conv = ConversationRouter(memory, grown, router=router, fitted=fitted)
+    assert conv.fitted is None and "translator" in caplog.text and "zero-shot" in caplog.text
+    assert fitted.summary(grown)["applied"] is False and fitted.summary(_agents())["applied"] is True
+    assert ConversationRouter(memory, _agents(), router=router, fitted=fitted).fitted is fitted

@@ -127,6 +127,8 @@ def _route(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     agents = _catalogue(args.agents)
     fitted = load_fit(args.fit or settings.routing_fit or None, _catalogue_path(args.agents))
+    if fitted is not None and not fitted.usable(agents):
+        fitted = None
     calibration = Calibration.load(args.thresholds) if args.thresholds else None
     if calibration is None and fitted is not None:
         calibration = fitted.calibration

@@ -132,12 +132,16 @@ class ConversationRouter:
                                  f"got {type(memory).__name__}")
         self.store: ConversationLog = store
         self.owner = owner if owner is not None else str(getattr(memory, "owner", "") or "")
+        if fitted is not None and not fitted.usable(check_agents(agents)):
+            fitted = None  # an agent the fit knows nothing about: zero-shot (the warning says why)
         if router is None:
             router = AgentRouter(calibration=fitted.calibration if fitted is not None else None)
         if fitted is not None:  # a fit from the team's own conversations (memroute fit --dialogues)
             fitted.check_encoder(router.embedder)
             agents = fitted.apply(check_agents(agents))
             params = params or fitted.policy
+        self.fitted = fitted
+        """The routing fit in use (``None``: zero-shot)."""
         self.agents = check_agents(agents)
         if not self.agents:
             raise InputError("no agents to route to: pass at least one Agent (or load a catalogue)")

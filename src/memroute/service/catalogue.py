@@ -105,8 +105,10 @@ class Catalogues:
             if found is not None:
                 self._routers.move_to_end(key)
                 return catalogue, found
-        conv = ConversationRouter(self.memory, self.routable(catalogue), router=self.router, candidates=candidates,
-                                  params=self.fitted.policy if self.fitted is not None else None)
+        agents = self.routable(catalogue)
+        fitted = self.fitted if agents is not catalogue.agents else None
+        conv = ConversationRouter(self.memory, agents, router=self.router, candidates=candidates,
+                                  params=fitted.policy if fitted is not None else None)
         with self._lock:
             self._routers[key] = conv
             while len(self._routers) > _CACHE:
@@ -114,14 +116,16 @@ class Catalogues:
         return catalogue, conv
 
     def routable(self, catalogue: Catalogue) -> tuple[Agent, ...]:
-        """The catalogue's agents as routing sees them: with the fit's examples (the same objects every time, so
-        the router's index is built once per revision)."""
+        """The catalogue's agents as routing sees them: with the fit's examples when the fit covers them (the
+        same objects every time, so the router's index is built once per revision)."""
         if self.fitted is None:
             return catalogue.agents
         with self._lock:
             found = self._routable.get(catalogue.revision)
             if found is None:
-                found = self._routable[catalogue.revision] = self.fitted.apply(catalogue.agents)
+                usable = self.fitted.usable(catalogue.agents)  # else zero-shot, with a warning in the log
+                found = self._routable[catalogue.revision] = (self.fitted.apply(catalogue.agents) if usable
+                                                              else catalogue.agents)
                 while len(self._routable) > _CACHE:
                     self._routable.popitem(last=False)
             return found
