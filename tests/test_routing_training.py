@@ -312,3 +312,11 @@ def test_a_catalogue_with_an_agent_the_fit_never_saw_stays_zero_shot(tmp_path: P
     assert conv.fitted is None and "translator" in caplog.text and "zero-shot" in caplog.text
     assert fitted.summary(grown)["applied"] is False and fitted.summary(_agents())["applied"] is True
     assert ConversationRouter(memory, _agents(), router=router, fitted=fitted).fitted is fitted
+
+
+def test_a_small_sample_keeps_a_few_dialogues_of_a_rare_agent(tmp_path: Path) -> None:
+    lines = [_record_line(f"w{i:03d}", 0, WEATHER[i % 6], ["weather"]) for i in range(300)]
+    lines.insert(150, _record_line("m1", 0, "play some jazz", ["music"]))
+    dialogues, info = _read(_write(tmp_path / "t.jsonl", lines), {a.id for a in _agents()}, "error", 10,
+                            lambda x: x)
+    assert "m1" in {d.id for d in dialogues} and len(dialogues) == 11 and info["added_for_rare_agents"] == 1

@@ -20,8 +20,9 @@ get no route). Output: a :class:`~memroute.routing.fitted.FittedRouting` with
 (c) **thresholds**: the confidence calibration fitted on the same turns' own-text rankings
     (:func:`memroute.routing.calibration.fit_calibration`).
 
-The file is read as a stream; at most ``max_dialogues`` dialogues (a deterministic reservoir sample) are
-kept, so memory is bounded whatever the file's size.
+The file is read as a stream; at most ``max_dialogues`` dialogues (a deterministic reservoir sample), plus up
+to :data:`PER_AGENT_DIALOGUES` of each agent the sample left out, are kept: memory is bounded whatever the
+file's size.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ MIN_RULE_TURNS = 20
 PRIOR = 5.0
 """Precision of the prior that holds the rule's weights near the zero-shot ones (per weight)."""
 FOLDS = 3
+PER_AGENT_DIALOGUES = 3
+"""An agent that the ``max_dialogues`` sample left out gets up to this many of its dialogues added, so that it
+is not left without examples (a fit that covers every agent is the only kind that applies)."""
 OOS = frozenset({"oos", "ood", "out_of_scope", "outofscope"})
 
 
@@ -104,8 +108,10 @@ def _read(path: str | Path, known: set[str], unknown: str, max_dialogues: int,
     from memroute.eval.datasets import iter_dialogues
     from memroute.text import detect_language
 
-    rng = random.Random(13)
+    rng, rare_rng = random.Random(13), random.Random(14)
     kept: list[_Dialogue] = []
+    rare: dict[str, list[_Dialogue]] = {}
+    by_label: Counter[str] = Counter()
     seen = 0
     labels: Counter[str] = Counter()
     missing: Counter[str] = Counter()
@@ -127,12 +133,10 @@ def _read(path: str | Path, known: set[str], unknown: str, max_dialogues: int,
             out.append(_Turn(turn.utterance, turn.system_before, frozenset(gold), oos))
         seen += 1
         item = _Dialogue(dialogue.dialogue_id, tuple(out))
-        if len(kept) < max_dialogues:
-            kept.append(item)
-        else:  # reservoir sampling (Vitter's algorithm R), seeded: the same file gives the same sample
-            j = rng.randrange(seen)
-            if j < max_dialogues:
-                kept[j] = item
+        _reservoir(kept, item, seen, max_dialogues, rng)
+        for label in {g for t in out for g in t.gold}:  # and a few of every agent's, so none is left out
+            by_label[label] += 1
+            _reservoir(rare.setdefault(label, []), item, by_label[label], PER_AGENT_DIALOGUES, rare_rng)
     if not seen:
         raise InputError(f"{path}: no dialogues; a routing set has one JSON record per user turn "
                          "(dialogue_id, turn_idx, utterance, gold_services)")
@@ -144,10 +148,24 @@ def _read(path: str | Path, known: set[str], unknown: str, max_dialogues: int,
         what = " (every label names an agent outside the catalogue)" if missing else ""
         raise InputError(f"{path}: no turn is labelled with an agent of the catalogue{what}; label each turn "
                          "with the agent it went to (gold_services / gold_domains / agents)")
-    info = {"dialogues_in_file": seen, "dialogues_used": len(kept), "turns_in_file": turns,
+    covered = {g for d in kept for t in d.turns for g in t.gold}
+    extra = {d.id: d for label in sorted(set(rare) - covered) for d in rare[label]}
+    kept += [extra[k] for k in sorted(extra)]
+    info = {"dialogues_in_file": seen, "dialogues_used": len(kept), "added_for_rare_agents": len(extra),
+            "turns_in_file": turns,
             "labelled_turns_in_file": labelled, "labels": dict(labels.most_common()),
             "unknown_labels_skipped": dict(missing.most_common(20)), "languages": dict(languages.most_common())}
     return kept, info
+
+
+def _reservoir(items: list[_Dialogue], item: _Dialogue, seen: int, size: int, rng: random.Random) -> None:
+    """Reservoir sampling (Vitter's algorithm R), seeded: the same file gives the same sample."""
+    if len(items) < size:
+        items.append(item)
+    else:
+        j = rng.randrange(seen)
+        if j < size:
+            items[j] = item
 
 
 def _fold(dialogue_id: str, folds: int) -> int:
