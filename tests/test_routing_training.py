@@ -320,3 +320,12 @@ def test_a_small_sample_keeps_a_few_dialogues_of_a_rare_agent(tmp_path: Path) ->
     dialogues, info = _read(_write(tmp_path / "t.jsonl", lines), {a.id for a in _agents()}, "error", 10,
                             lambda x: x)
     assert "m1" in {d.id for d in dialogues} and len(dialogues) == 11 and info["added_for_rare_agents"] == 1
+
+
+def test_a_fit_that_cannot_beat_zero_shot_keeps_zero_shot_routing(tmp_path: Path, router: AgentRouter) -> None:
+    lines = [_record_line(f"w{i}", 0, t, ["weather"]) for i, t in enumerate(WEATHER)]
+    lines += [_record_line(f"m{i}", 0, t, ["music"]) for i, t in enumerate(MUSIC)]
+    fitted = fit_dialogues(_write(tmp_path / "easy.jsonl", lines), _agents(), router)
+    assert "zero-shot routing 1.0000" in fitted.how["against_zero_shot"]  # nothing left to gain
+    assert fitted.examples == {} and fitted.policy == PolicyParams()
+    assert "against_zero_shot" in fitted.how["examples"]["note"]

@@ -20,6 +20,10 @@ get no route). Output: a :class:`~memroute.routing.fitted.FittedRouting` with
 (c) **thresholds**: the confidence calibration fitted on the same turns' own-text rankings
     (:func:`memroute.routing.calibration.fit_calibration`).
 
+Last, up to :data:`ZERO_SHOT_CHECK` training dialogues are replayed zero-shot as well: a fit that does not beat
+zero-shot routing there is written without examples and with the zero-shot rule (and says so), so a fit never
+makes routing worse on the conversations it was made from.
+
 The file is read as a stream; at most ``max_dialogues`` dialogues (a deterministic reservoir sample), plus up
 to :data:`PER_AGENT_DIALOGUES` of each agent the sample left out, are kept: memory is bounded whatever the
 file's size.
@@ -54,6 +58,8 @@ MIN_RULE_TURNS = 20
 PRIOR = 5.0
 """Precision of the prior that holds the rule's weights near the zero-shot ones (per weight)."""
 FOLDS = 3
+ZERO_SHOT_CHECK = 300
+"""Training dialogues replayed zero-shot too, to check that the fit beats zero-shot routing."""
 PER_AGENT_DIALOGUES = 3
 """An agent that the ``max_dialogues`` sample left out gets up to this many of its dialogues added, so that it
 is not left without examples (a fit that covers every agent is the only kind that applies)."""
@@ -440,11 +446,13 @@ def fit_dialogues(path: str | Path, agents: Sequence[Agent], router: AgentRouter
     vectors = _embed(router, [c[1] for c in cand], show_progress)
     fold_of = [_fold(c[0], folds) for c in cand]
     recorded: list[list[_Obs]] = []
+    order: list[_Dialogue] = []
     floor = 0.01
     for fold in range(folds):
         held = [d for d in dialogues if _fold(d.id, folds) == fold]
         if not held:
             continue
+        order += held
         rows = [i for i, f in enumerate(fold_of) if f != fold]
         fold_examples = (select_examples(vectors[rows], [cand[i][2] for i in rows], [cand[i][1] for i in rows],
                                          examples_per_agent) if rows else {})
@@ -452,6 +460,7 @@ def fit_dialogues(path: str | Path, agents: Sequence[Agent], router: AgentRouter
         obs, floor = _record(router, fold_agents, held, progress(f"replaying fold {fold + 1}/{folds}", len(held)))
         recorded.extend(obs)
     examples = select_examples(vectors, [c[2] for c in cand], [c[1] for c in cand], examples_per_agent)
+    labels_seen = {c[2] for c in cand}
     base = PolicyParams()
     zero_shot = replay(base, recorded, index, floor)
     x, y = _rule_rows(base, recorded, index, floor)
@@ -462,11 +471,23 @@ def fit_dialogues(path: str | Path, agents: Sequence[Agent], router: AgentRouter
                                    f"{zero_shot[0]:.4f}); {rule_note}")
     policy, tuned = _tune(policy, recorded, index, floor)
     fitted_scores = replay(policy, recorded, index, floor, policy.assistant_weight)
+    # The fit must beat zero-shot routing on the same training dialogues (examples can also hurt: on 50 SGD
+    # dialogues they did), else it says so and keeps zero-shot routing.
+    check = order[:ZERO_SHOT_CHECK]
+    zero_obs, zero_floor = _record(router, agents, check, progress("replaying zero-shot", len(check)))
+    zero_system = replay(base, zero_obs, index, zero_floor)
+    fitted_check = replay(policy, recorded[:len(check)], index, floor, policy.assistant_weight)
+    verdict = (f"on {len(check)} training dialogues the fit replays all {fitted_check[0]:.4f}, zero-shot "
+               f"routing {zero_system[0]:.4f}")
+    if fitted_check[0] <= zero_system[0]:
+        examples, policy = {}, base
+        verdict += ": not better, so this fit keeps zero-shot routing (no examples, the zero-shot rule)"
     calibration, cal_note = _calibrate(recorded, ids, floor)
     how = {**info, "folds": folds, "examples_per_agent": examples_per_agent,
            "examples": {"agents": len(examples), "total": sum(len(v) for v in examples.values()),
-                        "note": "" if examples else "no examples: fewer than two agents are labelled"},
-           "rule": rule_note, "calibration": cal_note, **tuned,
+                        "note": "" if examples else "no examples: fewer than two agents are labelled"
+                        if len(labels_seen) < 2 else "no examples: see against_zero_shot"},
+           "rule": rule_note, "calibration": cal_note, **tuned, "against_zero_shot": verdict,
            "replayed_training_turns": {"zero_shot_policy": {"all": round(zero_shot[0], 4),
                                                             "switch_new": round(zero_shot[1], 4)},
                                        "fitted": {"all": round(fitted_scores[0], 4),
