@@ -14,8 +14,9 @@ from memroute.cli import main
 from memroute.embed import CachedEmbedder
 from memroute.errors import InputError
 from memroute.routing import AgentRouter, ConversationRouter, PolicyParams
+from memroute.routing.example_choice import select_examples
 from memroute.routing.fitted import FittedRouting, load_fit
-from memroute.routing.training import _read, _record, fit_dialogues, replay, select_examples
+from memroute.routing.training import _read, _record, fit_dialogues, replay
 from memroute.types import Agent
 
 # Two hotel agents described alike (only the user's own conversations tell them apart), and two others.
