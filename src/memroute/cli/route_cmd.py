@@ -224,7 +224,7 @@ def _fit_dialogues(args: argparse.Namespace) -> int:
               f"{how['dialogues_used']} of {how['dialogues_in_file']} dialogue(s) in {how['seconds']} s")
         print(f"  rule: {how['rule']}; thresholds: {how['calibration']}")
         print(f"  training turns replayed (cross-fitted): all {replayed['zero_shot_policy']['all']:.3f} zero-shot "
-              f"-> {replayed['fitted']['all']:.3f} fitted")
+              f"-> {replayed['fitted']['all']:.3f} fitted; {how['against_zero_shot']}")
     return 0
 
 
