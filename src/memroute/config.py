@@ -80,6 +80,9 @@ class Settings:
     """A file of such entries, one per line (``#`` starts a comment)."""
     agents: str = ""
     """Agent catalogue file (TOML / YAML / JSON) that the service routes to for owners without their own."""
+    routing_fit: str = ""
+    """Routing fit written by ``memroute fit --dialogues``; empty: ``AGENTS.fit.json`` next to the catalogue
+    file when there is one, else zero-shot routing."""
     max_request_bytes: int = 10_000_000
     """Largest request body the service reads (413 beyond)."""
     rate_limit_per_minute: int = 600

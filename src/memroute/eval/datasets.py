@@ -54,21 +54,51 @@ def load_dialogues(path: str | Path) -> list[Dialogue]:
     """Dialogues of a routing set, user turns in order, each with the system turn that preceded it."""
     by_id: dict[str, list[dict[str, Any]]] = {}
     for rec in read_jsonl(path):
-        if "utterance" not in rec or "dialogue_id" not in rec:
-            raise InputError(f"{path}: records need dialogue_id and utterance (a routing set, see the data README)")
+        _check_record(path, rec)
         by_id.setdefault(str(rec["dialogue_id"]), []).append(rec)
-    dialogues = []
-    for did, recs in by_id.items():
-        recs.sort(key=lambda r: int(r.get("turn_idx", 0)))
-        turns = []
-        for rec in recs:
-            history = rec.get("history") or []
-            last = history[-1] if history else None
-            system = str(last["utterance"]) if last and str(last.get("speaker", "")).upper() == "SYSTEM" else None
-            gold = rec.get("gold_services", rec.get("gold_domains")) or []
-            turns.append(Turn(str(rec["utterance"]), system, tuple(str(g) for g in gold)))
-        dialogues.append(Dialogue(did, tuple(turns)))
-    return dialogues
+    return [_dialogue(did, recs) for did, recs in by_id.items()]
+
+
+def iter_dialogues(path: str | Path) -> Iterator[Dialogue]:
+    """The dialogues of a routing set one at a time, reading the file as a stream (for files too large to
+    hold): a dialogue's records must be next to each other, as routing sets write them."""
+    seen: set[str] = set()
+    current: str | None = None
+    recs: list[dict[str, Any]] = []
+    for rec in read_jsonl(path):
+        _check_record(path, rec)
+        did = str(rec["dialogue_id"])
+        if did != current:
+            if current is not None:
+                yield _dialogue(current, recs)
+            if did in seen:
+                raise InputError(f"{path}: the turns of dialogue {did!r} are not next to each other; sort the "
+                                 "file by dialogue_id (then turn_idx) and try again")
+            seen.add(did)
+            current, recs = did, []
+        recs.append(rec)
+    if current is not None:
+        yield _dialogue(current, recs)
+
+
+def _check_record(path: str | Path, rec: dict[str, Any]) -> None:
+    if "utterance" not in rec or "dialogue_id" not in rec:
+        raise InputError(f"{path}: records need dialogue_id and utterance (a routing set, see the data README)")
+
+
+def _dialogue(did: str, recs: list[dict[str, Any]]) -> Dialogue:
+    recs.sort(key=lambda r: int(r.get("turn_idx", 0)))
+    turns = []
+    for rec in recs:
+        history = rec.get("history") or []
+        last = history[-1] if history else None
+        system = (str(last["utterance"]) if isinstance(last, dict) and last.get("utterance") is not None
+                  and str(last.get("speaker", "")).upper() == "SYSTEM" else None)
+        gold = rec.get("gold_services", rec.get("gold_domains", rec.get("agents"))) or rec.get("agent") or []
+        if isinstance(gold, str):
+            gold = [gold]
+        turns.append(Turn(str(rec["utterance"]), system, tuple(str(g) for g in gold if str(g).strip())))
+    return Dialogue(did, tuple(turns))
 
 
 def load_candidates(path: str | Path, split: str | None = None) -> tuple[Agent, ...]:

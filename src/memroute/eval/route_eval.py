@@ -11,19 +11,24 @@ LLM's calls, tokens, fallbacks and call latency.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
 from memroute.errors import InputError
-from memroute.eval.datasets import family, load_candidates, load_dialogues
+from memroute.eval.datasets import Turn, family, load_candidates, load_dialogues
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.routing.composite import AgentRouter
-from memroute.routing.conversation import ConversationRouter
+from memroute.routing.conversation import ConversationDecision, ConversationRouter
+from memroute.routing.fitted import FittedRouting, atomic_writer
 from memroute.routing.policy import PolicyParams
+from memroute.routing.training import fit_dialogues
+from memroute.text import detect_language
 
 T = TypeVar("T")
 
@@ -37,13 +42,77 @@ class RouteEvalReport:
     actions: dict[str, int]
     llm: dict[str, Any] | None = None
     """Calls, tokens, fallbacks and call latency of the LLM steps, when routing used an LLM."""
+    languages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per language of the utterance (:func:`memroute.text.detect_language`): accuracy and counts."""
+    confusion: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Scored turns by gold agent, then by predicted agent (the gold label matched, else the new one)."""
+    errors: int = 0
+    """Wrong scored turns (every one written to ``--errors FILE`` when asked)."""
+    fit: dict[str, Any] | None = None
+    """How the router was fitted first (``--train``), when it was."""
 
     def as_dict(self) -> dict[str, Any]:
         out = {"turns": self.turns, "accuracy": self.accuracy, "counts": self.counts,
-               "latency_ms": self.latency_ms, "actions": self.actions}
+               "latency_ms": self.latency_ms, "actions": self.actions, "languages": self.languages,
+               "errors": self.errors, "confusion": self.confusion}
         if self.llm is not None:
             out["llm"] = self.llm
+        if self.fit is not None:
+            out["fit"] = self.fit
         return out
+
+
+KINDS = ("all", "first", "stay", "switch_new", "family_all")
+
+
+class _Tally:
+    """Hits per metric, overall and per language, the confusion table and the wrong turns."""
+
+    def __init__(self, errors: IO[str] | None) -> None:
+        self.hits: dict[str, list[bool]] = {k: [] for k in KINDS}
+        self.by_language: dict[str, dict[str, list[bool]]] = {}
+        self.confusion: dict[str, dict[str, int]] = {}
+        self.errors = errors
+        self.wrong = 0
+
+    def add(self, dialogue: str, position: int, turn: Turn, pred: str, prev_gold: set[str] | None,
+            decision: ConversationDecision | None) -> None:
+        gold = set(turn.gold)
+        ok = pred in gold
+        new = gold - prev_gold if prev_gold is not None else set()
+        kind = "first" if prev_gold is None else "switch_new" if new else "stay"
+        right = (pred in new) if kind == "switch_new" else ok
+        language = str(detect_language(turn.utterance)) if turn.utterance.strip() else "und"
+        per = self.by_language.setdefault(language, {k: [] for k in KINDS})
+        for hits in (self.hits, per):
+            hits["all"].append(ok)
+            hits["family_all"].append(family(pred) in {family(g) for g in gold})
+            hits[kind].append(right)
+        label = pred if ok else sorted(new or gold)[0]
+        row = self.confusion.setdefault(label, {})
+        row[pred or "(none)"] = row.get(pred or "(none)", 0) + 1
+        if ok and right:
+            return
+        self.wrong += 1
+        if self.errors is None:
+            return
+        scores = decision.scores if decision is not None else {}
+        record = {"dialogue": dialogue, "turn": position, "text": turn.utterance, "gold": sorted(gold),
+                  "predicted": pred or None, "kind": kind, "language": language,
+                  "action": decision.action if decision is not None else "empty",
+                  "reason": decision.reason if decision is not None else "empty user turn: the agent stays",
+                  "system_before": turn.system_before,
+                  "gold_scores": {g: scores.get(g) for g in sorted(gold)},
+                  "top_scores": [{"agent": a, "score": s} for a, s in list(scores.items())[:5]]}
+        self.errors.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def languages(self) -> dict[str, dict[str, Any]]:
+        return {lang: {"accuracy": _means(h), "counts": {k: len(v) for k, v in h.items()}}
+                for lang, h in sorted(self.by_language.items())}
+
+
+def _means(hits: dict[str, list[bool]]) -> dict[str, float]:
+    return {k: round(float(np.mean(v)), 4) if v else 0.0 for k, v in hits.items()}
 
 
 def spread_sample(items: Sequence[T], size: int) -> list[T]:
@@ -60,13 +129,19 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
                    limit: int | None = None, params: PolicyParams | None = None,
                    show_progress: bool = False, llm: LlmAssistant | None = None,
                    sample: int | None = None, embedder: str = "use-m3",
-                   oracle_switches: bool = False) -> RouteEvalReport:
+                   oracle_switches: bool = False, errors: str | Path | None = None,
+                   train: str | Path | None = None, fitted: FittedRouting | None = None,
+                   train_split: str | None = None, train_dialogues: int = 5000) -> RouteEvalReport:
     """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file.
 
     ``oracle_switches`` is a diagnostic ceiling, not a router: the session is reset exactly where the gold task
     changes (that turn is routed on its own text alone, without the previous turn as context) and never switches
     anywhere else (it still revises within a task), so the figures say what the per-turn evidence achieves with
-    perfect switch detection."""
+    perfect switch detection. ``errors``: write every wrong scored turn there (JSON Lines, written to a
+    temporary file and renamed when complete). ``train``: first fit the router on that routing set
+    (:func:`memroute.routing.training.fit_dialogues`, its candidates from ``candidates`` for ``train_split``,
+    default the file's name; at most ``train_dialogues`` of its dialogues; labels outside that catalogue are left
+    out), then replay ``data`` with the fit; ``fitted`` replays with a fit made before."""
     from tqdm import tqdm
 
     from memroute.memory import Memory
@@ -79,23 +154,35 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     split = split if split is not None else Path(data).stem
     agents = load_candidates(candidates, split)
     router = AgentRouter(embedder=embedder, llm=llm)
+    fit_info: dict[str, Any] | None = None
+    if train is not None:
+        train_agents = load_candidates(candidates, train_split if train_split is not None else Path(train).stem)
+        fitted = fit_dialogues(train, train_agents, AgentRouter(embedder=router.embedder),
+                               show_progress=show_progress, unknown="skip", max_dialogues=train_dialogues)
+    if fitted is not None:
+        fit_info = fitted.summary(agents)
     usage = LlmUsage()
     memory = Memory.open("sqlite://:memory:", owner="eval", embedder=router.embedder)
     if oracle_switches:
-        params = replace(params or PolicyParams(), bias=-1e9, drift=-50.0, context_weight=0.0)
-    conv = ConversationRouter(memory, agents, router=router, params=params, use_memories=False, candidates=2)
-    hits: dict[str, list[bool]] = {k: [] for k in ("all", "first", "stay", "switch_new", "family_all")}
+        base = params or (fitted.policy if fitted is not None else PolicyParams())
+        params = replace(base, bias=-1e9, drift=-50.0, context_weight=0.0)
+    conv = ConversationRouter(memory, agents, router=router, params=params, use_memories=False, candidates=2,
+                              fitted=fitted)
     latencies: list[float] = []
     actions: dict[str, int] = {}
-    try:
+    with ExitStack() as stack:
+        stack.callback(memory.close)
+        sink = stack.enter_context(atomic_writer(errors)) if errors is not None else None
+        tally = _Tally(sink)
         for dialogue in tqdm(dialogues, desc="dialogues", disable=not show_progress):
             prev_gold: set[str] | None = None
             pred = ""
-            for turn in dialogue.turns:
+            for position, turn in enumerate(dialogue.turns):
                 if turn.system_before is not None:
                     memory.add_message(dialogue.dialogue_id, "assistant", turn.system_before)
                 if oracle_switches and turn.gold and prev_gold is not None and set(turn.gold) - prev_gold:
                     conv.reset(dialogue.dialogue_id)
+                decision = None
                 if turn.utterance.strip():
                     decision = conv.route(turn.utterance, dialogue.dialogue_id)
                     latencies.append(decision.latency_ms)
@@ -106,27 +193,20 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
                     actions["empty"] = actions.get("empty", 0) + 1
                 if not turn.gold:
                     continue
-                gold = set(turn.gold)
-                ok = pred in gold
-                hits["all"].append(ok)
-                hits["family_all"].append(family(pred) in {family(g) for g in gold})
-                if prev_gold is None:
-                    hits["first"].append(ok)
-                elif gold - prev_gold:
-                    hits["switch_new"].append(pred in gold - prev_gold)
-                else:
-                    hits["stay"].append(ok)
-                prev_gold = gold
-    finally:
-        memory.close()
+                tally.add(dialogue.dialogue_id, position, turn, pred, prev_gold, decision)
+                prev_gold = set(turn.gold)
     lat = np.array(latencies) if latencies else np.zeros(1)
     return RouteEvalReport(
         turns=len(latencies),
-        accuracy={k: round(float(np.mean(v)), 4) if v else 0.0 for k, v in hits.items()},
-        counts={k: len(v) for k, v in hits.items()},
+        accuracy=_means(tally.hits),
+        counts={k: len(v) for k, v in tally.hits.items()},
         latency_ms={"p50": round(float(np.percentile(lat, 50)), 3), "p95": round(float(np.percentile(lat, 95)), 3)},
         actions=dict(sorted(actions.items())),
         llm=usage.as_dict() if llm is not None else None,
+        languages=tally.languages(),
+        confusion={g: dict(sorted(row.items(), key=lambda kv: -kv[1])) for g, row in sorted(tally.confusion.items())},
+        errors=tally.wrong,
+        fit=fit_info,
     )
 
 
@@ -249,7 +329,6 @@ def bench_semantic_router(n: int, queries: int) -> dict[str, Any]:
 
 
 def run_route_bench(sizes: list[int], queries: int, semantic_router_python: str | None = None) -> list[dict[str, Any]]:
-    import json
     import subprocess
 
     results = []
@@ -274,7 +353,6 @@ def run_route_bench(sizes: list[int], queries: int, semantic_router_python: str 
 
 
 if __name__ == "__main__":  # the semantic-router side, run inside the benchmark environment
-    import json
     import sys
 
     if len(sys.argv) == 4 and sys.argv[1] == "semantic-router":

@@ -4,7 +4,9 @@
   tie-breaks, a calibrated confidence and a no-route answer.
 - :class:`ConversationRouter` routes each message of a session: stays on follow-ups, moves on switches,
   uses context when the message needs it, and keeps its state in the store.
-- Catalogues load from and save to TOML / YAML / JSON; :func:`fit` chooses thresholds from labelled examples.
+- Catalogues load from and save to TOML / YAML / JSON; :func:`fit` chooses thresholds from labelled examples;
+  :func:`memroute.routing.training.fit_dialogues` fits the conversation router on labelled dialogues
+  (:class:`FittedRouting`, :func:`load_fit`).
 """
 
 from memroute.routing.agents import agent_version, dump_catalogue, load_catalogue, parse_catalogue, save_catalogue
@@ -12,6 +14,7 @@ from memroute.routing.calibration import Calibration, FitReport, fit_calibration
 from memroute.routing.composite import AgentRouter, ScoredQuery
 from memroute.routing.conversation import ConversationDecision, ConversationRouter
 from memroute.routing.fit import LabelledExample, fit
+from memroute.routing.fitted import FittedRouting, load_fit
 from memroute.routing.policy import PolicyParams
 from memroute.routing.query import AgentScore, ContentItem, RouterOutput, RouterQuery, StrategyScore
 from memroute.routing.strategies import (
@@ -36,6 +39,7 @@ __all__ = [
     "EmbeddingStrategy",
     "FileTypeStrategy",
     "FitReport",
+    "FittedRouting",
     "KeywordBoostStrategy",
     "LabelledExample",
     "MentionStrategy",
@@ -52,6 +56,7 @@ __all__ = [
     "fit",
     "fit_calibration",
     "load_catalogue",
+    "load_fit",
     "parse_catalogue",
     "save_catalogue",
 ]

@@ -21,14 +21,16 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from memroute.errors import InputError
 from memroute.routing.agents import check_agents
 from memroute.routing.composite import AgentRouter, ScoredQuery
 from memroute.routing.cues import Cues, read_cues
+from memroute.routing.fitted import FittedRouting
 from memroute.routing.index import F32, CatalogueIndex
 from memroute.routing.llm_assist import assist
-from memroute.routing.policy import Action, PolicyParams, TurnFeatures, catalogue_scale, normalised, user_step
+from memroute.routing.policy import Action, PolicyParams, Step, TurnFeatures, catalogue_scale, normalised, user_step
 from memroute.routing.query import AgentScore, RouterQuery
 from memroute.types import Agent, Message
 
@@ -113,11 +115,15 @@ class ConversationRouter:
     ``memory`` is a :class:`memroute.Memory` (its store keeps the state and the log, and its ``search``
     supplies related memories) or a bare store. ``agents`` is the catalogue. ``log_messages`` appends each
     routed user message to the session's log (turn it off if the application logs them itself).
+    ``fitted`` is a fit from the team's own labelled conversations (:func:`memroute.routing.load_fit`,
+    ``memroute fit --dialogues``): its examples join the agents, its rule and calibration replace the
+    zero-shot ones (``params`` given explicitly still win).
     """
 
     def __init__(self, memory: Any, agents: Sequence[Agent], *, router: AgentRouter | None = None,
                  params: PolicyParams | None = None, owner: str | None = None, context_window: int = 8,
-                 use_memories: bool = True, log_messages: bool = True, candidates: int = 10) -> None:
+                 use_memories: bool = True, log_messages: bool = True, candidates: int = 10,
+                 fitted: FittedRouting | None = None) -> None:
         self.memory = memory
         store = getattr(memory, "store", memory)
         for method in ("get_state", "put_state", "recent_messages", "add_messages"):
@@ -126,10 +132,20 @@ class ConversationRouter:
                                  f"got {type(memory).__name__}")
         self.store: ConversationLog = store
         self.owner = owner if owner is not None else str(getattr(memory, "owner", "") or "")
+        if fitted is not None and not fitted.usable(check_agents(agents)):
+            fitted = None  # an agent the fit knows nothing about: zero-shot (the warning says why)
+        if router is None:
+            router = AgentRouter(calibration=fitted.calibration if fitted is not None else None)
+        if fitted is not None:  # a fit from the team's own conversations (memroute fit --dialogues)
+            fitted.check_encoder(router.embedder)
+            agents = fitted.apply(check_agents(agents))
+            params = params or fitted.policy
+        self.fitted = fitted
+        """The routing fit in use (``None``: zero-shot)."""
         self.agents = check_agents(agents)
         if not self.agents:
             raise InputError("no agents to route to: pass at least one Agent (or load a catalogue)")
-        self.router = router or AgentRouter()
+        self.router = router
         self.params = params or PolicyParams()
         self.context_window = context_window
         self.use_memories = use_memories and callable(getattr(memory, "search", None))
@@ -183,12 +199,17 @@ class ConversationRouter:
                 scores, used_context = self._with_context(text, scored, recent, session, owner)
             features = TurnFeatures(cues, len(scored.query.tokens), "?" in text or "？" in text,
                                     continuation == "follow_up")
-            step = user_step(self.params, scores, scored.allowed, current, evidence, features, self.floor)
+            step = self._step(scores, scored.allowed, current, evidence, features)
             current, evidence = step.current, step.evidence
             decision = self._decision(scored, step.action, current, previous, step.gap, step.margin,
                                       step.challenger, used_context, continuation, cues, analysis_cue)
         self._save(session, owner, state, current, evidence, recent, text)
         return _with_latency(replace(decision, llm=records) if records else decision, start)
+
+    def _step(self, scores: F32, allowed: npt.NDArray[np.bool_], current: int | None, evidence: F32 | None,
+              features: TurnFeatures) -> Step:
+        """The policy's decision on one user turn (a method, so that fitting can record what it was given)."""
+        return user_step(self.params, scores, allowed, current, evidence, features, self.floor)
 
     def reset(self, session: str, *, owner: str | None = None) -> None:
         """Forget a session's route (the next message is routed as a first message)."""

@@ -20,6 +20,7 @@ from memroute.errors import InputError, NotFoundError, ServiceError
 from memroute.memory import Memory
 from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.agents import agent_from_dict, agent_to_dict, check_agents
+from memroute.routing.fitted import FittedRouting
 from memroute.types import Agent
 
 NAMESPACE = "service.agents"
@@ -41,15 +42,20 @@ class Catalogue:
 class Catalogues:
     """Read and change owners' catalogues; hand out the routers that route over them."""
 
-    def __init__(self, memory: Memory, router: AgentRouter, default: Sequence[Agent] = ()) -> None:
+    def __init__(self, memory: Memory, router: AgentRouter, default: Sequence[Agent] = (),
+                 fitted: FittedRouting | None = None) -> None:
         self.memory = memory
         self.router = router
+        self.fitted = fitted
+        """A routing fit (``memroute fit --dialogues``): its examples join every catalogue's agents of the same
+        ids when routing (never the stored catalogues), its rule replaces the zero-shot one."""
         self.default = Catalogue(check_agents(default), "default")
         self._parsed: OrderedDict[str, Catalogue] = OrderedDict()
+        self._routable: OrderedDict[str, tuple[Agent, ...]] = OrderedDict()
         self._routers: OrderedDict[tuple[str, int], ConversationRouter] = OrderedDict()
         self._lock = threading.RLock()
         if self.default.agents:
-            router.index(self.default.agents)  # build the default catalogue's index before the first request
+            router.index(self.routable(self.default))  # build the default index before the first request
 
     def get(self, owner: str) -> Catalogue:
         stored = self.memory.store.get_state(NAMESPACE, KEY, owner)
@@ -100,12 +106,30 @@ class Catalogues:
             if found is not None:
                 self._routers.move_to_end(key)
                 return catalogue, found
-        conv = ConversationRouter(self.memory, catalogue.agents, router=self.router, candidates=candidates)
+        agents = self.routable(catalogue)
+        fitted = self.fitted if agents is not catalogue.agents else None
+        conv = ConversationRouter(self.memory, agents, router=self.router, candidates=candidates,
+                                  params=fitted.policy if fitted is not None else None)
         with self._lock:
             self._routers[key] = conv
             while len(self._routers) > _CACHE:
                 self._routers.popitem(last=False)
         return catalogue, conv
+
+    def routable(self, catalogue: Catalogue) -> tuple[Agent, ...]:
+        """The catalogue's agents as routing sees them: with the fit's examples when the fit covers them (the
+        same objects every time, so the router's index is built once per revision)."""
+        if self.fitted is None:
+            return catalogue.agents
+        with self._lock:
+            found = self._routable.get(catalogue.revision)
+            if found is None:
+                usable = self.fitted.usable(catalogue.agents)  # else zero-shot, with a warning in the log
+                found = self._routable[catalogue.revision] = (self.fitted.apply(catalogue.agents) if usable
+                                                              else catalogue.agents)
+                while len(self._routable) > _CACHE:
+                    self._routable.popitem(last=False)
+            return found
 
     def require(self, owner: str) -> Catalogue:
         catalogue = self.get(owner)

@@ -15,6 +15,7 @@ from memroute.config import Settings
 from memroute.errors import AuthError, ConfigError
 from memroute.memory import Memory
 from memroute.routing import AgentRouter
+from memroute.routing.fitted import load_fit
 from memroute.service.auth import KeyRing, Principal, is_loopback
 from memroute.service.catalogue import Catalogues
 from memroute.service.limits import RateLimiter, Runner
@@ -45,8 +46,13 @@ class Service:
         self.strangers = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
         """Requests without a valid key, per client address."""
         self.runner = Runner(settings.server_threads, settings.server_queue)
-        self.router = AgentRouter(embedder=memory.embedder, llm=memory.llm)
-        self.catalogues = Catalogues(memory, self.router, agents)
+        # A routing fit: the routing_fit setting, else AGENTS.fit.json next to the catalogue file.
+        fitted = load_fit(settings.routing_fit or None, settings.agents or None)
+        self.router = AgentRouter(embedder=memory.embedder, llm=memory.llm,
+                                  calibration=fitted.calibration if fitted is not None else None)
+        if fitted is not None:
+            fitted.check_encoder(self.router.embedder)
+        self.catalogues = Catalogues(memory, self.router, agents, fitted)
 
     def authenticate(self, key: str | None, client_host: str | None) -> Principal:
         """Check ``key`` and take a rate-limit token; raises ``AuthError`` (401) or ``RateLimitError`` (429).

@@ -63,7 +63,7 @@ async def route(body: RouteIn, caller: CallerDep, service: ServiceDep) -> dict[s
         catalogue = service.catalogues.require(caller.owner)
         query = RouterQuery(text=body.text, hints=tuple(body.hints), tags=tuple(body.tags))
         top_k = min(body.top_k or DEFAULT_CANDIDATES, len(catalogue.agents))
-        out = service.router.route(query, catalogue.agents, top_k=top_k, include_scores=True)
+        out = service.router.route(query, service.catalogues.routable(catalogue), top_k=top_k, include_scores=True)
         ROUTING_LATENCY.labels("agent").observe(out.latency_ms)
         return {"mode": "message", "catalogue": catalogue.source, **out.as_dict()}
 
