@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from, settings_from
+from memroute.embed import ROUTING_EMBEDDER, routing_embedder
 from memroute.errors import InputError
 
 DEFAULT_CATALOGUES = ("agents.toml", "agents.yaml", "agents.yml", "agents.json")
@@ -46,8 +47,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    help="only N dialogues spread evenly over the file (every k-th): a quick, deterministic "
                    "subset that covers every service (the first N of a file grouped by service do not)")
     add_llm_options(e)
-    e.add_argument("--embedder", default="use-m3",
-                   help="encoder of the router (default use-m3; use-m3+e5-small is slower and better in Japanese)")
+    e.add_argument("--embedder", default=ROUTING_EMBEDDER,
+                   help=f"encoder of the router (default {ROUTING_EMBEDDER}: use-m3, plus e5-small for Japanese and "
+                   "Korean texts; use-m3 alone is faster there and weaker)")
     e.add_argument("--oracle-switches", action="store_true",
                    help="diagnostic ceiling: reset the session exactly where the gold task changes and switch "
                    "nowhere else, to see how much of the error is switch detection and how much per-turn evidence")
@@ -94,7 +96,8 @@ def _route(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     agents = _catalogue(args.agents)
     calibration = Calibration.load(args.thresholds) if args.thresholds else None
-    router = AgentRouter(embedder=settings.embedder, calibration=calibration, llm=assistant_from_settings(settings))
+    router = AgentRouter(embedder=routing_embedder(settings.embedder), calibration=calibration,
+                         llm=assistant_from_settings(settings))
     if args.session:
         from memroute.memory import Memory
 
@@ -132,7 +135,7 @@ def _fit(args: argparse.Namespace) -> int:
         label = str(rec.get("label", rec.get("agent", "")) or "")
         examples.append(LabelledExample(str(rec["text"]), None if not label or is_out_of_scope(label) else label))
     # The thresholds belong to the encoder that scores: the same one `memroute route` and the service use.
-    report = fit(AgentRouter(embedder=settings_from(args).embedder), agents, examples,
+    report = fit(AgentRouter(embedder=routing_embedder(settings_from(args).embedder)), agents, examples,
                  min_oos_recall=args.min_oos_recall)
     report.calibration.save(args.out)
     if args.json:

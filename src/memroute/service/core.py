@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from memroute.config import Settings
+from memroute.embed import routing_embedder
 from memroute.errors import ConfigError
 from memroute.memory import Memory
 from memroute.routing import AgentRouter
@@ -43,7 +44,7 @@ class Service:
                               "MEMROUTE_API_KEYS or api_keys_file), or bind 127.0.0.1 for development")
         self.rate = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
         self.runner = Runner(settings.server_threads, settings.server_queue)
-        self.router = AgentRouter(embedder=memory.embedder, llm=memory.llm)
+        self.router = AgentRouter(embedder=routing_embedder(memory.embedder), llm=memory.llm)
         self.catalogues = Catalogues(memory, self.router, agents)
 
     def authenticate(self, key: str | None, client_host: str | None) -> Principal:
