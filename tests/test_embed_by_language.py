@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from memroute.embed import CachedEmbedder, E5SmallEmbedder, Embedder, LanguageAwareEmbedder, routing_embedder
+from memroute.embed.by_language import STRONG_SHARE
 from memroute.errors import EmbeddingError
 
 
@@ -34,18 +35,20 @@ def test_english_is_use_m3_alone_and_never_loads_the_strong_model(embedder: Cach
     assert calls == []  # an English deployment never pays for e5
 
 
-def test_japanese_and_korean_get_the_mean_of_both_cosines(embedder: CachedEmbedder, e5: E5SmallEmbedder) -> None:
+def test_japanese_and_korean_get_a_weighted_mean_of_both_cosines(embedder: CachedEmbedder,
+                                                                  e5: E5SmallEmbedder) -> None:
     calls: list[int] = []
     model = _made(embedder, e5, calls)
     texts = ["近くの飲食店を探しています", "레스토랑 예약하고 싶어요", "find a restaurant nearby"]
     vecs = model.embed(texts, side="passage")
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
     use, e = embedder.embed(texts[:2], side="passage"), e5.embed(texts[:2], side="passage")
-    assert vecs[0] @ vecs[1] == pytest.approx((use[0] @ use[1] + e[0] @ e[1]) / 2, abs=1e-5)
-    # Japanese against English: use-m3's cosine, scaled by 1/sqrt 2 (the ranking among candidates of one
-    # language is unchanged).
+    share = STRONG_SHARE
+    assert vecs[0] @ vecs[1] == pytest.approx((1 - share) * use[0] @ use[1] + share * e[0] @ e[1], abs=1e-5)
+    # Japanese against English: use-m3's cosine, scaled (the ranking among candidates of one language is
+    # unchanged).
     cross = embedder.embed([texts[0], texts[2]], side="passage")
-    assert vecs[0] @ vecs[2] == pytest.approx(float(cross[0] @ cross[1]) / np.sqrt(2), abs=1e-5)
+    assert vecs[0] @ vecs[2] == pytest.approx(float(cross[0] @ cross[1]) * np.sqrt(1 - share), abs=1e-5)
     assert calls == [1]
     model.embed(["明日の天気は？"])
     assert calls == [1]  # made once

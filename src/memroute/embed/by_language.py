@@ -4,10 +4,14 @@ use-m3 is the strongest cross-lingual encoder here and costs ~2 ms a text; multi
 better on Japanese and Korean paraphrases (native words against loanwords, casual against polite) but costs
 ~20 ms. Routing measured both (``docs/benchmarks.md``): on English sets the pair is no better than use-m3
 alone, on JMultiWOZ-TC it gained six points. So the strong encoder is paid for only where it pays: a text
-whose dominant language is Japanese or Korean gets the pair vector ``[use-m3 / sqrt 2, e5 / sqrt 2]`` (a dot
-product of two such vectors is the mean of the two models' cosines), any other text gets ``[use-m3, 0]``
-(two English texts compare exactly as under use-m3 alone). A Japanese text against an English one compares
-on use-m3 only, scaled by 1/sqrt 2: the ranking among candidates of one language is unchanged.
+whose dominant language is Japanese or Korean gets ``[sqrt(1 - s) * use-m3, sqrt(s) * e5]`` with the strong
+share ``s`` = :data:`STRONG_SHARE` (a dot product of two such vectors is ``(1 - s) * use-m3 cosine + s * e5
+cosine``), any other text gets ``[use-m3, 0]`` (two English texts compare exactly as under use-m3 alone).
+
+A Japanese or Korean text against an English one compares on use-m3 alone, scaled by ``sqrt(1 - s)``
+(0.45): the ranking among candidates of one language is unchanged, but in a catalogue described in English
+for Korean users the scores are smaller than the catalogue's own scale, so switching in a conversation needs
+a larger lead; describe such a catalogue in the users' language, or route with ``use-m3``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from memroute.errors import EmbeddingError
 from memroute.text.language import detect_language
 
 STRONG_LANGUAGES = frozenset({"ja", "ko"})
-_HALF = np.float32(1 / math.sqrt(2))
+STRONG_SHARE = 0.8
+"""The strong encoder's share of a Japanese or Korean cosine. Chosen on the dev splits of JMultiWOZ-TC and of
+memroute's own Japanese and Korean routing sets (the best mean of the three over 0.3, 0.5, 0.7, 0.8, 0.85 and
+0.9: 0.5 is the plain pair; docs/benchmarks.md)."""
 
 
 class LanguageAwareEmbedder:
@@ -60,8 +67,9 @@ class LanguageAwareEmbedder:
         out = self._fast_part(texts, side)
         rows = self.strong_rows(texts)
         if rows:
-            out[rows, : self.fast.dimension] *= _HALF
-            out[rows, self.fast.dimension :] = self.strong.embed([texts[i] for i in rows], side) * _HALF
+            out[rows, : self.fast.dimension] *= np.float32(math.sqrt(1 - STRONG_SHARE))
+            out[rows, self.fast.dimension :] = (self.strong.embed([texts[i] for i in rows], side)
+                                                * np.float32(math.sqrt(STRONG_SHARE)))
         return out
 
     def _fast_part(self, texts: Sequence[str], side: Side) -> Vectors:
