@@ -74,6 +74,10 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     b.add_argument("--semantic-router-python", metavar="PYTHON",
                    help="python of a separate environment with semantic-router and memroute installed; "
                    "runs semantic-router on the same agents and messages (never installed beside memroute)")
+    b.add_argument("--language", action="append", choices=("en", "ja", "ko"),
+                   help="also time a routed conversation turn in this language, default configuration "
+                   "(repeatable; default en, ja and ko; --queries turns each)")
+    b.add_argument("--no-languages", action="store_true", help="skip the per-language rows")
     b.add_argument("--json", action="store_true", help="machine-readable JSON output")
     b.set_defaults(handler=_bench_route)
 
@@ -175,9 +179,12 @@ def _eval_intents(args: argparse.Namespace) -> int:
 
 
 def _bench_route(args: argparse.Namespace) -> int:
+    from memroute.eval.route_bench_languages import run_language_bench
     from memroute.eval.route_eval import run_route_bench
 
     results = run_route_bench(args.agents or [100], args.queries, args.semantic_router_python)
+    if not args.no_languages:
+        results += run_language_bench(args.queries, tuple(args.language or ("en", "ja", "ko")))
     if args.json:
         emit_json(results)
     else:
