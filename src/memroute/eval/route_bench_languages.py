@@ -98,7 +98,7 @@ def _dialogues(language: str, turns: int) -> list[list[tuple[str, str, str]]]:
             values = {"p": places[(k + step) % len(places)], "n": str(2 + (k * 3 + step) % 27)}
             for i, user in enumerate(users):
                 tail = "" if i == 0 else f" ({k}-{step})"  # the second turns would repeat otherwise
-                dialogue.append((agent, user.format(**values) + tail, reply.format(**values) + tail))
+                dialogue.append((agent, user.format(**values) + tail, reply.format(**values) + f" ({k}-{step}-{i})"))
         out.append(dialogue)
         count += len(dialogue)
     return out
