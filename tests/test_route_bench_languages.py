@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from memroute.cli import main
 from memroute.eval.route_bench_languages import LANGUAGES, _dialogues, bench_language
 
 
@@ -21,3 +24,11 @@ def test_the_row_reports_latency_and_accuracy_per_routed_turn() -> None:
     assert row["language"] == "en" and row["turns"] == 12 and row["agents"] == 6
     assert 0 < row["latency_ms"]["p50"] <= row["latency_ms"]["p95"]
     assert row["accuracy"] >= 0.5  # the English conversations name their task plainly
+
+
+def test_bench_route_adds_the_chosen_language_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "route", "--agents", "3", "--queries", "6", "--language", "en", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r.get("language") for r in rows] == [None, "en"] and rows[1]["turns"] == 6
+    assert main(["bench", "route", "--agents", "3", "--queries", "6", "--no-languages", "--json"]) == 0
+    assert [r.get("language") for r in json.loads(capsys.readouterr().out)] == [None]
