@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from, settings_from
+from memroute.embed import ROUTING_EMBEDDER, routing_embedder
 from memroute.errors import InputError
 
 DEFAULT_CATALOGUES = ("agents.toml", "agents.yaml", "agents.yml", "agents.json")
@@ -65,8 +66,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    help="only N dialogues spread evenly over the file (every k-th): a quick, deterministic "
                    "subset that covers every service (the first N of a file grouped by service do not)")
     add_llm_options(e)
-    e.add_argument("--embedder", default="use-m3",
-                   help="encoder of the router (default use-m3; use-m3+e5-small is slower and better in Japanese)")
+    e.add_argument("--embedder", default=ROUTING_EMBEDDER,
+                   help=f"encoder of the router (default {ROUTING_EMBEDDER}: use-m3, plus e5-small for Japanese and "
+                   "Korean texts; use-m3 alone is faster there and weaker)")
     e.add_argument("--errors", metavar="FILE",
                    help="write every wrong turn there (JSON Lines: dialogue, turn, text, gold, predicted, action, "
                    "reason, the best scores); the report always has a confusion table and figures per language")
@@ -100,6 +102,10 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     b.add_argument("--semantic-router-python", metavar="PYTHON",
                    help="python of a separate environment with semantic-router and memroute installed; "
                    "runs semantic-router on the same agents and messages (never installed beside memroute)")
+    b.add_argument("--language", action="append", choices=("en", "ja", "ko"),
+                   help="also time a routed conversation turn in this language, default configuration "
+                   "(repeatable; default en, ja and ko; --queries turns each)")
+    b.add_argument("--no-languages", action="store_true", help="skip the per-language rows")
     b.add_argument("--json", action="store_true", help="machine-readable JSON output")
     b.set_defaults(handler=_bench_route)
 
@@ -133,7 +139,8 @@ def _route(args: argparse.Namespace) -> int:
     calibration = Calibration.load(args.thresholds) if args.thresholds else None
     if calibration is None and fitted is not None:
         calibration = fitted.calibration
-    router = AgentRouter(embedder=settings.embedder, calibration=calibration, llm=assistant_from_settings(settings))
+    router = AgentRouter(embedder=routing_embedder(settings.embedder), calibration=calibration,
+                         llm=assistant_from_settings(settings))
     if fitted is not None:
         fitted.check_encoder(router.embedder)
         agents = fitted.apply(agents)
@@ -183,7 +190,7 @@ def _fit_examples(args: argparse.Namespace) -> int:
         label = str(rec.get("label", rec.get("agent", "")) or "")
         examples.append(LabelledExample(str(rec["text"]), None if not label or is_out_of_scope(label) else label))
     # The thresholds belong to the encoder that scores: the same one `memroute route` and the service use.
-    report = fit(AgentRouter(embedder=settings_from(args).embedder), agents, examples,
+    report = fit(AgentRouter(embedder=routing_embedder(settings_from(args).embedder)), agents, examples,
                  min_oos_recall=args.min_oos_recall)
     out = args.out or "thresholds.json"
     report.calibration.save(out)
@@ -212,7 +219,7 @@ def _fit_dialogues(args: argparse.Namespace) -> int:
     else:
         agents = load_candidates(args.candidates, args.split or Path(args.dialogues).stem)
         out = Path(args.out or "routing.fit.json")
-    fitted = fit_dialogues(args.dialogues, agents, AgentRouter(embedder=settings_from(args).embedder),
+    fitted = fit_dialogues(args.dialogues, agents, AgentRouter(embedder=routing_embedder(settings_from(args).embedder)),
                            examples_per_agent=args.examples_per_agent, max_dialogues=args.max_dialogues,
                            unknown="skip" if args.skip_unknown else "error", show_progress=not args.json)
     fitted.save(out)
@@ -260,9 +267,12 @@ def _eval_intents(args: argparse.Namespace) -> int:
 
 
 def _bench_route(args: argparse.Namespace) -> int:
+    from memroute.eval.route_bench_languages import run_language_bench
     from memroute.eval.route_eval import run_route_bench
 
     results = run_route_bench(args.agents or [100], args.queries, args.semantic_router_python)
+    if not args.no_languages:
+        results += run_language_bench(args.queries, tuple(args.language or ("en", "ja", "ko")))
     if args.json:
         emit_json(results)
     else:

@@ -1,17 +1,29 @@
 """Embeddings: the ``Embedder`` protocol and the packaged offline models."""
 
 from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, normalise_rows
-from memroute.embed.models import EMBEDDERS, E5SmallEmbedder, PairEmbedder, UseM3Embedder, get_embedder
+from memroute.embed.by_language import LanguageAwareEmbedder
+from memroute.embed.models import (
+    EMBEDDERS,
+    ROUTING_EMBEDDER,
+    E5SmallEmbedder,
+    PairEmbedder,
+    UseM3Embedder,
+    get_embedder,
+    routing_embedder,
+)
 
 __all__ = [
     "EMBEDDERS",
+    "ROUTING_EMBEDDER",
     "CachedEmbedder",
     "E5SmallEmbedder",
     "Embedder",
+    "LanguageAwareEmbedder",
     "PairEmbedder",
     "Side",
     "UseM3Embedder",
     "Vectors",
     "get_embedder",
     "normalise_rows",
+    "routing_embedder",
 ]

@@ -8,6 +8,9 @@
 - ``use-m3+e5-small``: both, each vector scaled by 1/sqrt(2) and concatenated (896-d), so that a cosine is
   the mean of the two models' cosines (STACK.md: on an en/ja/ko probe the mean beat either model alone,
   0.708 against 0.669 recall@1). As slow to ingest as e5-small; for stores where quality matters more.
+- ``use-m3+e5-ja-ko``: use-m3 for every text, the pair for Japanese and Korean ones
+  (:class:`memroute.embed.by_language.LanguageAwareEmbedder`): English at use-m3's speed and quality,
+  Japanese and Korean at the pair's. The routing default.
 """
 
 from __future__ import annotations
@@ -104,11 +107,31 @@ def _use_m3_and_e5() -> Embedder:
     return PairEmbedder(UseM3Embedder(), E5SmallEmbedder())
 
 
+def _by_language() -> Embedder:
+    from memroute.embed.by_language import LanguageAwareEmbedder
+
+    return LanguageAwareEmbedder(UseM3Embedder(), E5SmallEmbedder, E5SmallEmbedder.model_id,
+                                 E5SmallEmbedder.dimension)
+
+
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {
     "use-m3": UseM3Embedder,
     "e5-small": E5SmallEmbedder,
     "use-m3+e5-small": _use_m3_and_e5,
+    "use-m3+e5-ja-ko": _by_language,
 }
+
+ROUTING_EMBEDDER = "use-m3+e5-ja-ko"
+"""The router's default encoder: use-m3, with e5-small added for Japanese and Korean text."""
+
+
+def routing_embedder(embedder: Embedder | str | None) -> Embedder | str | None:
+    """The encoder a router should use beside a memory that embeds with ``embedder``: the language-aware
+    :data:`ROUTING_EMBEDDER` in place of plain use-m3 (same English vectors, better Japanese and Korean),
+    anything else unchanged."""
+    model_id = embedder if isinstance(embedder, str) or embedder is None else embedder.model_id
+    return ROUTING_EMBEDDER if model_id in ("use-m3", UseM3Embedder.model_id) else embedder
+
 
 _SHARED: dict[tuple[str, int], CachedEmbedder] = {}
 _SHARED_LOCK = threading.Lock()

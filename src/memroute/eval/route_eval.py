@@ -20,6 +20,7 @@ from typing import IO, Any, TypeVar
 
 import numpy as np
 
+from memroute.embed import ROUTING_EMBEDDER
 from memroute.errors import InputError
 from memroute.eval.datasets import Turn, family, load_candidates, load_dialogues
 from memroute.llm import LlmAssistant, LlmUsage
@@ -128,7 +129,7 @@ def spread_sample(items: Sequence[T], size: int) -> list[T]:
 def run_route_eval(data: str | Path, candidates: str | Path, split: str | None = None,
                    limit: int | None = None, params: PolicyParams | None = None,
                    show_progress: bool = False, llm: LlmAssistant | None = None,
-                   sample: int | None = None, embedder: str = "use-m3",
+                   sample: int | None = None, embedder: str = ROUTING_EMBEDDER,
                    oracle_switches: bool = False, errors: str | Path | None = None,
                    train: str | Path | None = None, fitted: FittedRouting | None = None,
                    train_split: str | None = None, train_dialogues: int = 5000) -> RouteEvalReport:

@@ -12,6 +12,12 @@ Embedding the symbols is nearly all of the first call's cost (tens of seconds fo
 ``cache_dir``, each repository's index is a SQLite file there instead, with the size and modification
 time of every file it holds, so that a new process (each ``memroute investigate code query``) re-embeds
 only the files that changed since.
+
+:meth:`SymbolSearch.related` is the NL→symbol check by meaning (seed 002), for the names the lexical check
+(:mod:`~memroute.investigate.consistency`) cannot see: a Korean or Japanese name of a feature that translates
+or transliterates an identifier (폴백 감지기 → ``FallbackDetector``, ログイン処理 → ``handle_login``). The
+phrase and the identifiers' words are embedded (use-m3 is cross-lingual), and a symbol is named by the phrase
+when it is among the phrase's nearest symbols of the whole repository (the ``query`` index) and close enough.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,13 @@ from memroute.stores import open_store
 _OWNER = "code"
 _STATE = "investigate.code_index"
 MAX_QUERY_CHARS = 2000
+MEANING_MIN = 0.45
+"""Least use-m3 cosine of a feature's name and an identifier's words for the one to name the other. On a
+hand-made probe of ja/ko feature names against 15 identifiers (2026-11-25), the right identifier scored
+0.51-0.85 and the best wrong one at most 0.53 only where it shared a word (言語検出 ~ FallbackDetector); a
+name with no counterpart in the code (결제 처리 without any payment symbol) reached 0.30."""
+MEANING_LEAD = 0.05
+"""A name counts only within this of the best cosine among the repository's symbols near the phrase."""
 
 
 @dataclass
@@ -92,21 +106,49 @@ class SymbolSearch:
         return timed_result("query", root, {"query": text, "path": path, "kind": kind}, rows, limit, start,
                             scan.skipped, (), {"indexed_symbols": indexed})
 
-    def _open(self, root: Path) -> _Repo:
+    def related(self, phrase: str, names: Sequence[str], *, repo: str | None = None) -> list[str]:
+        """The ``names`` (identifiers, e.g. the symbols an agent submitted) that ``phrase`` names by meaning.
+
+        A name is related when the cosine of the phrase and the name's words is at least
+        :data:`MEANING_MIN` and within :data:`MEANING_LEAD` of the best cosine of any symbol near the phrase
+        in the repository (so the nearest feature wins, not every symbol that shares a topic with it)."""
+        phrase = phrase.strip()[:MAX_QUERY_CHARS]
+        words = {n: " ".join(split_identifier(n.split("(", 1)[0])) for n in names}
+        words = {n: w for n, w in words.items() if w}
+        if not phrase or not words:
+            return []
+        root, _ = self.index.target(repo, None)
+        scan = self.index.scan(root)
+        with self._lock:
+            state = self._sync(root, scan.files)
+            near = state.memory.search(phrase, mode="vector", limit=20) if state.files else []
+        rivals = {" ".join(split_identifier(str(h.memory.metadata.get("qualname", "")))) for h in near} - {""}
+        texts = list(dict.fromkeys([*words.values(), *rivals]))
+        embedder = self._loaded()
+        sims = embedder.embed(texts, side="passage") @ embedder.embed([phrase], side="query")[0]
+        cosine = dict(zip(texts, (float(x) for x in sims), strict=True))
+        best = max(cosine.values())
+        return [n for n, w in words.items() if cosine[w] >= MEANING_MIN and cosine[w] >= best - MEANING_LEAD]
+
+    def _loaded(self) -> Embedder:
         if isinstance(self._embedder, str):  # loaded on the first query: the other tools do not need it
             self._embedder = get_embedder(self._embedder)
+        return self._embedder
+
+    def _open(self, root: Path) -> _Repo:
+        embedder = self._loaded()
         if self.cache_dir is None:
-            return _Repo(Memory(open_store("sqlite://:memory:"), self._embedder, owner=_OWNER))
+            return _Repo(Memory(open_store("sqlite://:memory:"), embedder, owner=_OWNER))
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"cannot create the code index cache {self.cache_dir}: {exc.strerror or exc}; "
                               "give another folder") from None
         # One file per repository and embedding model: vectors of another model cannot be mixed in.
-        key = hashlib.sha1(f"{root}\0{self._embedder.model_id}".encode()).hexdigest()[:16]
+        key = hashlib.sha1(f"{root}\0{embedder.model_id}".encode()).hexdigest()[:16]
         path = self.cache_dir / f"code-{key}.db"
         try:
-            memory = Memory(open_store(f"sqlite:///{path}"), self._embedder, owner=_OWNER)
+            memory = Memory(open_store(f"sqlite:///{path}"), embedder, owner=_OWNER)
         except StoreError as exc:
             raise StoreError(f"the code index cache {path} cannot be used ({exc}): delete it (it is rebuilt), or "
                              "give another cache folder") from exc

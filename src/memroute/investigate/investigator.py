@@ -212,6 +212,8 @@ class Investigator:
                 if data:
                     mapped[slot] = list(dict.fromkeys(related_symbols(data["value"], names)
                                                       + related_symbols(data["quote"], names)))
+                    if not mapped[slot] and names and self.search is not None and s.repo is not None:
+                        mapped[slot] = self.search.related(data["value"], names, repo=s.repo)
             evidenced = {slot: [r.summary() for r in results] for slot, results in runs.items() if slot and results}
             sources = {slot: SlotSource.FACT if frame.get(slot) and (mapped.get(slot) or evidenced.get(slot))
                        else SlotSource.UNRESOLVED for slot in SLOTS}
@@ -293,7 +295,9 @@ class Investigator:
             reasons = []
             if not supporting:
                 reasons.append("no tool result found any of the hypothesis's symbols or files")
-            if slot == "target_feature" and not any(is_related(h.value, sym) for sym in h.symbols):
+            if slot == "target_feature" and not any(is_related(h.value, sym) for sym in h.symbols) and not (
+                    self.search is not None and s.repo is not None
+                    and self.search.related(h.value, h.symbols, repo=s.repo)):
                 reasons.append(f"the value {h.value!r} does not name any of its symbols ({', '.join(h.symbols)})")
             verified = not reasons
             transitions = []

@@ -13,6 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
 from memroute.analysis import analyze as _analyze
+from memroute.embed import routing_embedder
 from memroute.errors import InputError
 from memroute.mcp.server import OwnerScope, guard, owner_of
 from memroute.memory import Memory
@@ -47,7 +48,7 @@ class MemoryTools:
         self.router: AgentRouter | None = None
         self.conversations: ConversationRouter | None = None
         if self.agents:  # index the catalogue now, so that the first call is as fast as the others
-            self.router = AgentRouter(embedder=memory.embedder)
+            self.router = AgentRouter(embedder=routing_embedder(memory.embedder))
             self.conversations = ConversationRouter(memory, self.agents, router=self.router)
 
     def register(self, server: MCPServer[Any]) -> None:

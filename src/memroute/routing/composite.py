@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from memroute.embed import Embedder, get_embedder
+from memroute.embed import ROUTING_EMBEDDER, Embedder, get_embedder
 from memroute.errors import InputError
 from memroute.llm.steps import LlmAssistant
 from memroute.routing.calibration import Calibration, ConfidenceFeatures, gap_scale
@@ -56,15 +56,16 @@ class AgentRouter:
 
     ``strategies`` default to mention, embedding, BM25, keyword boost, tool hint and file type; each
     returns [0, weight] per agent, and an agent's score is their sum over the sum of the weights.
-    ``embedder`` is a name (``"use-m3"``, the default), an :class:`Embedder`, or ``None`` for lexical
-    routing only. ``calibration`` holds the confidence weights and thresholds (``memroute fit``). ``llm``
+    ``embedder`` is a name (the default ``"use-m3+e5-ja-ko"``: use-m3, plus multilingual-e5-small for
+    Japanese and Korean texts), an :class:`Embedder`, or ``None`` for lexical routing only. ``calibration``
+    holds the confidence weights and thresholds (``memroute fit``). ``llm``
     adds seed 004's LLM keywords, intent labels and top-N rerank under its policy
     (:mod:`memroute.routing.llm_assist`); the output's ``llm`` records what each step did.
     """
 
-    def __init__(self, strategies: Sequence[Strategy] | None = None, *, embedder: Embedder | str | None = "use-m3",
-                 calibration: Calibration | None = None, cache: AgentCache | None = None,
-                 llm: LlmAssistant | None = None) -> None:
+    def __init__(self, strategies: Sequence[Strategy] | None = None, *,
+                 embedder: Embedder | str | None = ROUTING_EMBEDDER, calibration: Calibration | None = None,
+                 cache: AgentCache | None = None, llm: LlmAssistant | None = None) -> None:
         self.strategies = list(strategies) if strategies is not None else default_strategies()
         if not self.strategies:
             raise InputError("AgentRouter needs at least one strategy; omit strategies to get the defaults")

@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memroute.text.language import detect_language
+from memroute.text.tokenizers import analyze_tokens
+
 # "Also" adds a task ("I also need a taxi", "a hotel as well", 「あと、ホテルも」); "another" usually asks for
 # more of the same ("another one?", "what's next?"). In SGD dev a turn with the first kind moves to a new
 # service far more often than one with only the second, so they are separate cues with separate weights.
@@ -59,10 +62,36 @@ class Cues:
         return tuple(n for n in names if getattr(self, n))
 
 
+# The additive particle: Japanese も, Korean 도 ("a hotel too", 「レストランも」, "날씨도"). Read from the
+# morphology rather than the string (も and 도 occur inside many words: いつも, 온도), and only after a noun,
+# possibly through a case particle (「ホテルにも」, "호텔에도"): after a pronoun it is mostly "nothing" or
+# "nobody" (何も, 아무도) or "me too" (私も, 저도), after a verb a concession (行っても).
+_ADDITIVE = {"ja": "も", "ko": "도"}
+_NOUNS = frozenset({"noun", "propn", "num", "foreign", "root", "hanja"})
+
+
+def additive_particle(text: str) -> bool:
+    """True when a Japanese or Korean message marks a noun with the additive particle (see above)."""
+    language = detect_language(text)
+    particle = _ADDITIVE.get(language)
+    if particle is None or particle not in text:
+        return False
+    tokens = analyze_tokens(text)
+    for i, tok in enumerate(tokens):
+        if tok.pos != "particle" or tok.surface != particle or tok.language != language:
+            continue
+        j = i - 1
+        while j >= 0 and tokens[j].pos == "particle":
+            j -= 1
+        if j >= 0 and tokens[j].pos in _NOUNS:
+            return True
+    return False
+
+
 def read_cues(user_text: str, assistant_text: str | None) -> Cues:
     text = user_text.strip()
     return Cues(
-        also=bool(_ALSO.search(text)),
+        also=bool(_ALSO.search(text)) or additive_particle(text),
         another=bool(_ANOTHER.search(text)),
         request=bool(_REQUEST.search(text)),
         switch=bool(_SWITCH.search(text)),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from memroute.config import Settings
+from memroute.embed import routing_embedder
 from memroute.errors import AuthError, ConfigError
 from memroute.memory import Memory
 from memroute.routing import AgentRouter
@@ -48,7 +49,7 @@ class Service:
         self.runner = Runner(settings.server_threads, settings.server_queue)
         # A routing fit: the routing_fit setting, else AGENTS.fit.json next to the catalogue file.
         fitted = load_fit(settings.routing_fit or None, settings.agents or None)
-        self.router = AgentRouter(embedder=memory.embedder, llm=memory.llm,
+        self.router = AgentRouter(embedder=routing_embedder(memory.embedder), llm=memory.llm,
                                   calibration=fitted.calibration if fitted is not None else None)
         if fitted is not None:
             fitted.check_encoder(self.router.embedder)

@@ -1,0 +1,81 @@
+"""The language-aware embedder: use-m3 for every text, multilingual-e5-small added for Japanese and Korean."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memroute.embed import CachedEmbedder, E5SmallEmbedder, Embedder, LanguageAwareEmbedder, routing_embedder
+from memroute.embed.by_language import ANCHORS, STRONG_SHARE
+from memroute.errors import EmbeddingError
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5SmallEmbedder:
+    return E5SmallEmbedder()
+
+
+def _made(fast: Embedder, strong: Embedder, calls: list[int]) -> LanguageAwareEmbedder:
+    def make() -> Embedder:
+        calls.append(1)
+        return strong
+
+    return LanguageAwareEmbedder(fast, make, strong.model_id, strong.dimension)
+
+
+def test_english_is_use_m3_alone_and_never_loads_the_strong_model(embedder: CachedEmbedder,
+                                                                  e5: E5SmallEmbedder) -> None:
+    calls: list[int] = []
+    model = _made(embedder, e5, calls)
+    texts = ["book a table for two tonight", "what's the weather in Paris?"]
+    vecs = model.embed(texts, side="query")
+    assert vecs.shape == (2, embedder.dimension + e5.dimension)
+    assert np.allclose(vecs[:, : embedder.dimension], embedder.embed(texts, side="query"), atol=1e-6)
+    assert not vecs[:, embedder.dimension :].any()
+    assert calls == []  # an English deployment never pays for e5
+
+
+def test_japanese_and_korean_get_a_weighted_mean_of_both_cosines(embedder: CachedEmbedder,
+                                                                  e5: E5SmallEmbedder) -> None:
+    calls: list[int] = []
+    model = _made(embedder, e5, calls)
+    texts = ["近くの飲食店を探しています", "레스토랑 예약하고 싶어요", "find a restaurant nearby"]
+    vecs = model.embed(texts, side="passage")
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    use, e = embedder.embed(texts[:2], side="passage"), e5.embed(texts[:2], side="passage")
+    mean = np.vstack([e5.embed(ANCHORS, "query"), e5.embed(ANCHORS, "passage")]).mean(axis=0)
+    centred = (e - mean) / np.linalg.norm(e - mean, axis=1, keepdims=True)
+    share = STRONG_SHARE
+    assert vecs[0] @ vecs[1] == pytest.approx((1 - share) * use[0] @ use[1] + share * centred[0] @ centred[1],
+                                              abs=1e-4)
+    # Japanese against English: use-m3's cosine, scaled (the ranking among candidates of one language is
+    # unchanged).
+    cross = embedder.embed([texts[0], texts[2]], side="passage")
+    assert vecs[0] @ vecs[2] == pytest.approx(float(cross[0] @ cross[1]) * np.sqrt(1 - share), abs=1e-5)
+    assert calls == [1]
+    model.embed(["明日の天気は？"])
+    assert calls == [1]  # made once
+
+
+def test_a_strong_model_of_the_wrong_size_is_a_clear_error(embedder: CachedEmbedder, e5: E5SmallEmbedder) -> None:
+    model = LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, 100)
+    with pytest.raises(EmbeddingError, match="dimension 384, expected 100"):
+        model.embed(["こんにちは"])
+
+
+def test_routers_beside_a_use_m3_memory_get_the_language_aware_encoder(embedder: CachedEmbedder,
+                                                                        e5: E5SmallEmbedder) -> None:
+    assert routing_embedder("use-m3") == "use-m3+e5-ja-ko"
+    assert routing_embedder(embedder) == "use-m3+e5-ja-ko"
+    assert routing_embedder(e5) is e5 and routing_embedder("e5-small") == "e5-small" and routing_embedder(None) is None
+
+
+def test_unrelated_japanese_sentences_no_longer_look_alike(embedder: CachedEmbedder, e5: E5SmallEmbedder) -> None:
+    """multilingual-e5 gives any two Japanese sentences a cosine near 0.8; with the shared direction removed,
+    a paraphrase stays close and an unrelated sentence does not."""
+    model = _made(embedder, e5, [])
+    texts = ["近くで安い飲食店を探しています", "この辺に手頃なレストランはありますか", "来週の会議の資料を英語に訳して"]
+    raw = e5.embed(texts, "query")
+    assert raw[0] @ raw[2] > 0.7
+    part = model.embed(texts, "query")[:, embedder.dimension:] / np.sqrt(STRONG_SHARE)
+    assert part[0] @ part[2] < 0.3 < part[0] @ part[1]

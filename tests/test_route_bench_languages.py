@@ -1,0 +1,34 @@
+"""The per-language rows of ``memroute bench route``: distinct messages (no cache hits) and a working replay."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memroute.cli import main
+from memroute.eval.route_bench_languages import LANGUAGES, _dialogues, bench_language
+
+
+@pytest.mark.parametrize("language", ["en", "ja", "ko"])
+def test_every_benchmark_message_is_distinct(language: str) -> None:
+    turns = [t for d in _dialogues(language, 120) for t in d]
+    assert len(turns) >= 120
+    assert len({user for _, user, _ in turns}) == len(turns)
+    assert len({reply for _, _, reply in turns}) == len(turns)
+    assert {agent for agent, _, _ in turns} == set(LANGUAGES[language])
+
+
+def test_the_row_reports_latency_and_accuracy_per_routed_turn() -> None:
+    row = bench_language("en", 12)
+    assert row["language"] == "en" and row["turns"] == 12 and row["agents"] == 6
+    assert 0 < row["latency_ms"]["p50"] <= row["latency_ms"]["p95"]
+    assert row["accuracy"] >= 0.5  # the English conversations name their task plainly
+
+
+def test_bench_route_adds_the_chosen_language_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "route", "--agents", "3", "--queries", "6", "--language", "en", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r.get("language") for r in rows] == [None, "en"] and rows[1]["turns"] == 6
+    assert main(["bench", "route", "--agents", "3", "--queries", "6", "--no-languages", "--json"]) == 0
+    assert [r.get("language") for r in json.loads(capsys.readouterr().out)] == [None]
