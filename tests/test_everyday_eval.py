@@ -184,3 +184,15 @@ def test_shipped_labels_agree_with_the_memories(shipped: dict[str, list[Everyday
                     assert min(mems[a].occurred_at for a in q.answers) > max(mems[o].occurred_at for o in q.stale)
                 if q.answers:
                     assert q.cross_language == (q.language not in {mems[a].language for a in q.answers}), q.id
+
+
+def test_shipped_paraphrases_share_no_word_with_their_answer(shipped: dict[str, list[EverydayStore]]) -> None:
+    from memroute.text import tokenize
+
+    for stores in shipped.values():
+        for s in stores:
+            mems = {m.id: m for m in s.memories}
+            for q in s.questions:
+                if q.type == "paraphrase":
+                    for a in q.answers:
+                        assert not set(tokenize(q.text)) & set(tokenize(mems[a].text)), (q.id, a)
