@@ -4,6 +4,7 @@ shipped set's validity (schema, ids, splits by store, coverage of languages and 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -23,6 +24,7 @@ from memroute.eval.everyday import (
 )
 from memroute.eval.everyday_eval import Outcome, candidate_rows, run_everyday, score, summarise
 from memroute.retrieval import Recall
+from tests.fake_llm import FakeLLMServer, fake_llm_server
 
 NOW = datetime.fromisoformat("2025-06-01T12:00:00+00:00")
 
@@ -111,6 +113,33 @@ def test_command_runs_on_a_small_file_and_prints_the_figures(capsys: pytest.Capt
     assert result["by_type"]["update"]["newest_first"]["of"] == 1
     assert result["by_language"]["cross-language"]["questions"] == 1
     assert result["latency_ms"]["p95"] >= result["latency_ms"]["p50"] > 0
+    assert "details" not in result
+
+    assert main(["eval", "everyday", "--data", str(data), "--json", "--misses"]) == 0
+    details = {d["id"]: d for d in json.loads(capsys.readouterr().out)["details"]}
+    assert set(details) == {"tq1", "tq2", "tq3", "tq4"}
+    assert set(details["tq2"]["ok"]) == {"answer_in_top3", "answer_injected", "newest_first"}
+    assert set(details["tq3"]["ok"]) == {"abstention"}
+    assert {m["label"] for m in details["tq2"]["returned"]} <= {"answer", "stale", "other"}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLLMServer]:
+    yield from fake_llm_server()
+
+
+def test_command_takes_llm_flags(capsys: pytest.CaptureFixture[str], tmp_path: Path, server: FakeLLMServer,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--llm`` reaches the endpoint (here a server that fails every call: the figures still come, with
+    the fallbacks counted)."""
+    monkeypatch.setenv("MEMROUTE_LLM_ONLY_WHEN_NEEDED", "false")
+    monkeypatch.setenv("MEMROUTE_LLM_RETRIES", "0")
+    data = write(tmp_path / "tiny.jsonl", FIXTURE)
+    assert main(["eval", "everyday", "--data", str(data), "--llm", server.url, "--llm-model", "fake-model",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert server.requests and result["llm"]["calls"] >= 1 and result["llm"]["fallbacks"] >= 1
+    assert result["config"]["llm"]["model"] == "fake-model" and result["questions"] == 4
 
 
 def test_candidate_rows_label_each_candidate_for_fitting(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import numpy as np
 
 from memroute.embed import get_embedder
 from memroute.eval.everyday import LANGUAGES, TYPES, EverydayQuestion, EverydayStore, data_path, load_everyday
+from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
 from memroute.retrieval import Recall, RecallOptions
 
@@ -54,8 +55,9 @@ class Outcome:
 
 
 def run_everyday(stores: Iterable[EverydayStore], embedder: str = "use-m3",
-                 options: RecallOptions | None = None) -> list[Outcome]:
-    """Recall every question of ``stores``, each store in a fresh SQLite file, without an LLM."""
+                 options: RecallOptions | None = None, llm: LlmAssistant | None = None) -> list[Outcome]:
+    """Recall every question of ``stores``, each store in a fresh SQLite file, with ``llm`` (default: none,
+    whatever the environment configures)."""
     options = options or RecallOptions()
     model = get_embedder(embedder)
     out: list[Outcome] = []
@@ -63,7 +65,7 @@ def run_everyday(stores: Iterable[EverydayStore], embedder: str = "use-m3",
         for store in stores:
             url = f"sqlite:///{Path(tmp) / f'{store.id}.db'}"
             with Memory.open(url, owner=store.id, embedder=model) as mem:
-                mem.llm = None
+                mem.llm = llm
                 mem.remember_many([{"id": m.id, "text": m.text, "occurred_at": m.occurred_at}
                                    for m in store.memories])
                 for q in store.questions:
@@ -147,15 +149,45 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     return result
 
 
+def detail(o: Outcome) -> dict[str, Any]:
+    """One question's result: whether each applicable figure was met, and what was returned (labelled)."""
+    q = o.question
+    label = {**{i: "related" for i in q.related}, **{i: "stale" for i in q.stale}, **{i: "answer" for i in q.answers}}
+    ok: dict[str, bool] = {}
+    if q.answerable:
+        ok["answer_in_top3"] = bool(set(o.ranked[:3]) & q.answers)
+        ok["answer_injected"] = bool(set(o.injected) & q.answers)
+    else:
+        ok["abstention"] = not o.injected
+    if q.type == "update":
+        ok["newest_first"] = newest_first(o)
+    return {"id": q.id, "type": q.type, "subtype": q.subtype, "language": q.language, "text": q.text, "ok": ok,
+            "returned": [{"id": m.memory.id, "label": label.get(m.memory.id, "other"), "relevance": m.relevance,
+                          "score": round(m.score, 4), "cosine": round(m.scores.get("cosine", 0.0), 4),
+                          "injected": m.memory.id in o.injected, "text": m.memory.text}
+                         for m in o.recall.memories],
+            "notes": list(o.recall.trace.notes)}
+
+
 def evaluate_everyday(data: str | Path | None = None, split: str = "dev", embedder: str = "use-m3",
-                      options: RecallOptions | None = None) -> dict[str, Any]:
-    """Run and score one file (``data``) or a shipped split."""
+                      options: RecallOptions | None = None, llm: LlmAssistant | None = None,
+                      details: bool = False) -> dict[str, Any]:
+    """Run and score one file (``data``) or a shipped split; ``details`` adds each question's
+    :func:`detail` under ``"details"``."""
     path = Path(data) if data is not None else data_path(split)
     stores = load_everyday(path)
     options = options or RecallOptions()
-    outcomes = run_everyday(stores, embedder, options)
+    outcomes = run_everyday(stores, embedder, options, llm)
     result = summarise(outcomes)
     result["config"] = {"data": str(path), "split": None if data is not None else split, "stores": len(stores),
                         "memories": sum(len(s.memories) for s in stores), "embedder": embedder,
-                        "rerank": options.rerank, "llm": None}
+                        "rerank": options.rerank,
+                        "llm": None if llm is None else {"model": llm.llm.model, "steps": sorted(llm.policy.steps)}}
+    if llm is not None:
+        usage = LlmUsage()
+        for o in outcomes:
+            usage.add(o.recall.trace.llm)
+        result["llm"] = usage.as_dict()
+    if details:
+        result["details"] = [detail(o) for o in outcomes]
     return result
