@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,14 +135,11 @@ def score(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
 def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """Overall, per language (with a ``cross-language`` group) and per type, with latency."""
-    def group(keep: Callable[[Outcome], bool]) -> dict[str, Any]:
-        return score([o for o in outcomes if keep(o)])
-
     result = score(outcomes)
-    result["by_language"] = {lang: group(lambda o, lang=lang: o.question.language == lang)  # type: ignore[misc]
+    result["by_language"] = {lang: score([o for o in outcomes if o.question.language == lang])
                              for lang in LANGUAGES}
-    result["by_language"]["cross-language"] = group(lambda o: o.question.cross_language)
-    result["by_type"] = {t: group(lambda o, t=t: o.question.type == t) for t in TYPES}  # type: ignore[misc]
+    result["by_language"]["cross-language"] = score([o for o in outcomes if o.question.cross_language])
+    result["by_type"] = {t: score([o for o in outcomes if o.question.type == t]) for t in TYPES}
     lat = np.array([o.ms for o in outcomes]) if outcomes else np.zeros(1)
     result["latency_ms"] = {"p50": round(float(np.percentile(lat, 50)), 2),
                             "p95": round(float(np.percentile(lat, 95)), 2)}
