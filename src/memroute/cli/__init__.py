@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from memroute.cli import (
     analysis_cmd,
+    everyday_cmd,
     init_cmd,
     investigate_cmd,
     mcp_cmd,
@@ -27,7 +28,8 @@ from memroute.cli.help_examples import EXAMPLES
 from memroute.errors import MemrouteError
 
 # Modules that register commands; each has ``register(sub, groups)``.
-_MODULES = (init_cmd, memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd, mcp_cmd, serve_cmd, investigate_cmd)
+_MODULES = (init_cmd, memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd, everyday_cmd, mcp_cmd, serve_cmd,
+            investigate_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
