@@ -241,7 +241,9 @@ def test_query_frame_only_keeps_quoted_slots(memory: Memory, server: FakeLLMServ
     invented = {**good, "desired_action": {"value": "バリデーション追加", "quote": "チェックを追加して"}}
     server.by_step["slots"] = deque([("ok", json.dumps(good)), ("ok", json.dumps(invented))])
     r = memory.recall(text, now=NOW)
-    assert [x["fallback"] for x in r.trace.llm] == ["disabled", None]  # nothing matched: no rerank
+    # expand and rerank are off (slots only); the vector search's best hits are candidates, so rerank is recorded
+    assert [(x["step"], x["fallback"]) for x in r.trace.llm] == [("expand", "disabled"), ("slots", None),
+                                                                 ("rerank", "disabled")]
     frame = r.trace.llm[1]
     assert frame["step"] == "slots" and frame["used_llm"]
     assert frame["output"]["frame"]["target_feature"]["quote"] == "ログイン機能"

@@ -22,6 +22,7 @@ from memroute.embed import Embedder, get_embedder
 from memroute.errors import InputError, NotFoundError
 from memroute.llm import LlmAssistant, assistant_from_settings
 from memroute.retrieval import Recall, RecallOptions
+from memroute.retrieval.changes import SUPERSEDES_KEY, explicit_ids
 from memroute.retrieval.fusion import rrf
 from memroute.retrieval.orchestrator import recall_steps
 from memroute.stores import AsyncStore, MemoryRecord, Store, StoreStats, is_postgres_url, open_async_store, open_store
@@ -44,7 +45,7 @@ T = TypeVar("T")
 # The sentence encoders read at most a few hundred tokens; embedding more text only costs time.
 EMBED_CHARS = 2000
 _FIELDS = {"text", "reply", "kind", "session_id", "occurred_at", "expires_at", "archived", "sensitivity",
-           "source_type", "metadata", "id", "created_at"}
+           "source_type", "metadata", "id", "created_at", "supersedes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +84,18 @@ class MemoryCore:
                         occurred_at: datetime | str | None = None, expires_at: datetime | str | None = None,
                         sensitivity: Sensitivity | str | int = Sensitivity.PUBLIC, source_type: str | None = None,
                         metadata: Mapping[str, Any] | None = None, id: str | None = None,
-                        context: str | None = None, embed_text: str | None = None) -> Steps[MemoryItem]:
+                        context: str | None = None, embed_text: str | None = None,
+                        supersedes: str | Sequence[str] | None = None) -> Steps[MemoryItem]:
         item = self._build(dict(text=text, session_id=session, kind=kind, reply=reply, occurred_at=occurred_at,
                                 expires_at=expires_at, sensitivity=sensitivity, source_type=source_type,
-                                metadata=metadata or {}, id=id), owner)
+                                metadata=metadata or {}, id=id, supersedes=supersedes), owner)
+        replaced = item.metadata.get(SUPERSEDES_KEY) or []
+        if replaced:
+            found = {m.id for m in (yield Call("get", (list(replaced), item.owner)))}
+            missing = [r for r in replaced if r not in found]
+            if missing:
+                raise InputError(f"supersedes names no memory of owner {item.owner!r}: {', '.join(missing)}; "
+                                 "pass the ids of memories already stored")
         yield Call("upsert", (self._records([item], [context], [embed_text]),))
         return item
 
@@ -138,7 +147,7 @@ class MemoryCore:
             changes["session_id"] = changes.pop("session")
         context = changes.pop("context", None)
         embed_text = changes.pop("embed_text", None)
-        fields = {f: getattr(current, f) for f in _FIELDS}
+        fields = {f: getattr(current, f) for f in _FIELDS - {"supersedes"}}
         fields.update(changes)
         item = self._build(fields, owner)
         yield Call("upsert", (self._records([item], [context], [embed_text]),))
@@ -252,6 +261,7 @@ class MemoryCore:
         metadata = fields.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise InputError("metadata must be a JSON object (a mapping)")
+        metadata = _with_supersedes(metadata, fields.get("supersedes"))
         try:
             kind = MemoryKind(fields.get("kind") or MemoryKind.NOTE)
         except ValueError:
@@ -318,9 +328,13 @@ class Memory(MemoryCore):
                  occurred_at: datetime | str | None = None, expires_at: datetime | str | None = None,
                  sensitivity: Sensitivity | str | int = Sensitivity.PUBLIC, source_type: str | None = None,
                  metadata: Mapping[str, Any] | None = None, id: str | None = None,
-                 context: str | None = None, embed_text: str | None = None) -> MemoryItem:
+                 context: str | None = None, embed_text: str | None = None,
+                 supersedes: str | Sequence[str] | None = None) -> MemoryItem:
         """Store one memory and index it; returns it as stored.
 
+        ``supersedes``: the id (or ids) of this owner's memories that this one replaces (a fact that
+        changed: "I joined Globex" after "I work at Acme"). They are kept; recall ranks this one above
+        them and marks them superseded (stored as ``metadata["supersedes"]``).
         ``context`` is optional surrounding text (e.g. neighbouring turns) indexed for BM25 with a lower
         weight than the memory's own words. ``embed_text``, if given, is embedded instead of the memory's
         text: a chat turn embedded with the turns around it is found far more often by meaning (vector-only
@@ -330,7 +344,7 @@ class Memory(MemoryCore):
         return run_steps(self.store, self._remember_steps(
             text, owner=owner, session=session, kind=kind, reply=reply, occurred_at=occurred_at,
             expires_at=expires_at, sensitivity=sensitivity, source_type=source_type, metadata=metadata, id=id,
-            context=context, embed_text=embed_text))
+            context=context, embed_text=embed_text, supersedes=supersedes))
 
     def remember_many(self, items: Iterable[Mapping[str, Any]], *, owner: str | None = None,
                       batch_size: int = 256, show_progress: bool = False,
@@ -398,6 +412,18 @@ class Memory(MemoryCore):
 
     def stats(self) -> StoreStats:
         return run_steps(self.store, self._stats_steps())
+
+
+def _with_supersedes(metadata: Mapping[str, Any], supersedes: Any) -> dict[str, Any]:
+    """``metadata`` with ``supersedes`` (an id or a list of ids) under ``"supersedes"``, validated."""
+    out = dict(metadata)
+    if supersedes is None:
+        return out
+    ids = [supersedes] if isinstance(supersedes, str) else supersedes
+    if not isinstance(ids, list | tuple) or not all(isinstance(i, str) and i.strip() and len(i) <= 256 for i in ids):
+        raise InputError("supersedes must be a memory id or a list of memory ids (non-empty strings)")
+    out[SUPERSEDES_KEY] = sorted({*explicit_ids(out), *ids})
+    return out
 
 
 def _clean_text(value: Any, max_chars: int, allow_empty: bool = False) -> str:

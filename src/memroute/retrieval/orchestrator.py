@@ -1,6 +1,7 @@
 """``recall()``: one call per turn that finds the memories that matter and explains how (SPEC section 4).
 
-    analyse + expand -> select strategy -> search -> fuse -> dedupe + decay -> rerank -> decide -> trace
+    analyse + expand -> select strategy -> search -> fuse -> dedupe + decay -> rerank -> decide
+    -> newer facts first (:mod:`memroute.retrieval.changes`) -> trace
 
 Every stage is timed into the trace; the Prometheus metrics of seed 003 are updated on the way out.
 The pipeline is written once, as :func:`recall_steps`, a generator of store calls (:mod:`memroute.stores.calls`):
@@ -25,7 +26,7 @@ from memroute.errors import InputError
 from memroute.llm.frame import query_frame
 from memroute.llm.steps import LlmAssistant
 from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
-from memroute.retrieval import decide
+from memroute.retrieval import changes, decide
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
@@ -52,6 +53,7 @@ from memroute.times import EARLIEST
 from memroute.types import Language, MemoryKind, Message, SearchFilter, Sensitivity, as_utc, utcnow
 
 MAX_ANALYSED_CHARS = 10_000
+_LEVEL_ORDER: tuple[decide.Relevance, ...] = ("none", "medium", "high")
 
 
 def recall(store: Store, embedder: Embedder, text: str, *, owner: str,
@@ -218,6 +220,15 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             scores["llm"] = judgement.judged[j]
             score, level, why = judgement.apply(j, score, level, why)
         chosen.append(RecalledMemory(c.memory, score, level, why, scores))
+    links = changes.superseded([m.memory for m in chosen], vectors, list(vectors.values()),
+                               [m.relevance != "none" for m in chosen])
+    if links:
+        moved = changes.newer_first(range(len(chosen)), [m.memory.id for m in chosen], links)
+        level_of = {m.memory.id: m.relevance for m in chosen}
+        for old, new in links.items():  # the newer fact answers whatever the older one answered
+            level_of[new] = max(level_of[new], level_of[old], key=_LEVEL_ORDER.index)
+        chosen = [replace(chosen[k], superseded_by=links.get(chosen[k].memory.id),
+                          relevance=level_of[chosen[k].memory.id]) for k in moved]
     stages["decide"] = (time.perf_counter() - t0) * 1000
     stages["total"] = (time.perf_counter() - t_start) * 1000
     if not any(m.relevance != "none" for m in chosen):
@@ -232,7 +243,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
                              dict(c.scores), dict(zip(FEATURES, map(float, feats[k]), strict=True)),
                              judgement.final.get(k) if judgement is not None else None)
               for k, c in enumerate(candidates)),
-        duplicates, dict(stages), tuple(notes), tuple(llm_records))
+        duplicates, dict(stages), tuple(notes), tuple(llm_records), links)
     return Recall(text, tuple(chosen), language, trace, opts.pack_chars,
                   judgement.injection_strategy if judgement is not None else None)
 

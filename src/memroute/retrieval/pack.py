@@ -7,7 +7,9 @@
     パートナー: 「締切は金曜日でしたね。サポートしますよ」
     → 関連: 「締切」に言及
 
-Only memories judged high or medium go in, best first. The budget counts characters, or tokens
+Only memories judged high or medium go in, best first; a memory replaced by a newer one of the pack
+(a fact that changed) is kept, with a note after its date: ``[2024-03-02 (superseded by a newer memory
+above)]``. The budget counts characters, or tokens
 estimated as one per CJK character and one per four other characters (what chat-model tokenizers
 average); a memory that does not fit whole is cut with an ellipsis if at least 80 characters of it fit,
 otherwise left out.
@@ -25,6 +27,8 @@ _TEXT = {
     "ja": ("以下は現在の会話に関連する過去のやりとりです。", "ユーザー", "パートナー", "関連"),
     "ko": ("다음은 현재 대화와 관련된 과거의 대화입니다.", "사용자", "파트너", "관련"),
 }
+SUPERSEDED = {"en": "superseded by a newer memory above", "ja": "上の新しい記憶で更新済み",
+              "ko": "위의 더 새로운 기억으로 대체됨"}
 _QUOTES = {"en": ("\u201c", "\u201d"), "ja": ("「", "」"), "ko": ("\u201c", "\u201d")}
 MIN_CUT = 80
 
@@ -36,6 +40,8 @@ class PackEntry:
     reply: str | None
     speaker: str | None
     reason: str
+    superseded: bool = False
+    """A newer memory in the pack replaces this one: it is printed with a note saying so."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -60,6 +66,8 @@ def render(entries: Sequence[PackEntry], language: str, max_chars: int | None = 
         return ""
     for e in entries:
         date = e.occurred_at.strftime("%Y-%m-%d") if e.occurred_at else "----------"
+        if e.superseded:
+            date += f" ({SUPERSEDED.get(language, SUPERSEDED['en'])})"
         who = e.speaker or user
         block = f"\n[{date}] {who}: {q_open}{e.text}{q_close}\n"
         if e.reply:

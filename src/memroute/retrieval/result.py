@@ -21,13 +21,16 @@ class RecalledMemory:
     reason: str
     scores: dict[str, float]
     """``fused``, ``rerank`` (when on), ``cosine`` and the min-max score of each search list that found it."""
+    superseded_by: str | None = None
+    """The id of a newer memory of this answer that replaces this one (a fact that changed); the older one
+    stays in the answer, marked, and is never deleted."""
 
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
         return {"id": m.id, "text": m.text, "reply": m.reply, "session_id": m.session_id,
                 "occurred_at": m.occurred_at.isoformat() if m.occurred_at else None, "kind": str(m.kind),
                 "score": round(self.score, 4), "relevance": self.relevance, "reason": self.reason,
-                "scores": {k: round(v, 4) for k, v in self.scores.items()}}
+                "scores": {k: round(v, 4) for k, v in self.scores.items()}, "superseded_by": self.superseded_by}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +61,8 @@ class Recall:
         :attr:`should_inject` is false."""
         if not self.should_inject:
             return ""
-        entries = [PackEntry(m.memory.occurred_at, m.memory.text, m.memory.reply, _speaker(m.memory), m.reason)
-                   for m in self.relevant]
+        entries = [PackEntry(m.memory.occurred_at, m.memory.text, m.memory.reply, _speaker(m.memory), m.reason,
+                             m.superseded_by is not None) for m in self.relevant]
         return render(entries, self.language, max_chars if max_chars is not None else self.pack_chars,
                       max_tokens)
 

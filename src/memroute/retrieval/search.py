@@ -28,6 +28,8 @@ from memroute.text import tokenize
 from memroute.types import ScoredId, SearchFilter
 
 EMBED_CHARS = 2000
+FLOOR_KEEPS = 5
+"""A vector search's best hits kept under ``similarity_threshold`` (the returned five, at most)."""
 QUERY_TOKENS = 256
 """BM25 reads at most this many query tokens: a pasted 100k-character log must not cost seconds."""
 
@@ -100,4 +102,9 @@ def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: S
 
 
 def _thresholded(spec: SearchList, hits: list[ScoredId], threshold: float) -> list[ScoredId]:
-    return [h for h in hits if h.score >= threshold] if spec.kind in ("vector", "time_vector") else hits
+    """A vector list keeps its hits at or above ``threshold`` and, whatever their cosine, its best
+    :data:`FLOOR_KEEPS`: the floor prunes a long list, it never empties a small store (a paraphrase with
+    no shared word can sit at cosine 0.1 and be the only memory that answers; the judge decides)."""
+    if spec.kind not in ("vector", "time_vector"):
+        return hits
+    return [h for i, h in enumerate(hits) if i < FLOOR_KEEPS or h.score >= threshold]

@@ -52,6 +52,10 @@ class RecallTrace:
     """Each LLM step of this recall, called or skipped: ``step``, ``called``, ``used_llm``, ``fallback`` (why
     the rule result was used: disabled, not_needed, budget, after_failure, timeout, http_500, contract, ...),
     ``detail``, ``latency_ms``, ``tokens_in``, ``tokens_out``, ``cached`` and ``output`` (what it changed)."""
+    superseded: dict[str, str] = field(default_factory=dict)
+    """Older memory -> the newer memory of the answer that replaces it (a fact that changed)."""
+    constraints: dict[str, str] = field(default_factory=dict)
+    """Memory -> why the constraint search brought it ("a constraint for a request about food")."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,4 +74,6 @@ class RecallTrace:
             "stages_ms": {k: round(v, 3) for k, v in self.stages_ms.items()},
             "notes": list(self.notes),
             "llm": list(self.llm),
+            "superseded": self.superseded,
+            "constraints": self.constraints,
         }

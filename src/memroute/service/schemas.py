@@ -128,6 +128,9 @@ class MemoryIn(RequestBody):
                                 "with a lower weight.")
     embed_text: NonBlank | None = Field(None, description="Text to embed instead of `text` (e.g. the turn with "
                                         "its neighbours).")
+    supersedes: list[Name] | None = Field(None, max_length=100, description="Ids of stored memories this one "
+                                          "replaces (a fact that changed); they are kept and marked superseded "
+                                          "in recalls.")
 
     def fields(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
