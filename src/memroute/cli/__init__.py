@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from memroute.cli import (
     analysis_cmd,
+    convert_cmd,
     everyday_cmd,
     init_cmd,
     investigate_cmd,
@@ -29,7 +30,7 @@ from memroute.errors import MemrouteError
 
 # Modules that register commands; each has ``register(sub, groups)``.
 _MODULES = (init_cmd, memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd, everyday_cmd, mcp_cmd, serve_cmd,
-            investigate_cmd)
+            investigate_cmd, convert_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ from memroute.errors import ConfigError, NotFoundError
 from memroute.llm import LlmAssistant, assistant_from_settings
 
 COMMAND_GROUPS = {
-    "eval": "measure quality on evaluation data (analysis, recall, everyday, route, intents)",
+    "eval": "measure quality on evaluation data (analysis, recall, everyday, route, intents; convert public sets)",
     "bench": "measure speed and memory (store, recall, route)",
 }
 

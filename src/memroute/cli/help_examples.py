@@ -4,6 +4,8 @@ from __future__ import annotations
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "eval": ("memroute eval analysis", "memroute eval recall --data ../shared/data/locomo_retrieval"),
+    "eval convert": ("memroute eval convert locomo LoCoMo/ data/locomo_retrieval --first 7",
+                     "memroute eval convert sgd dstc8-schema-guided-dialogue/ data/sgd_routing"),
     "eval analysis": ("memroute eval analysis", "memroute eval analysis --errors"),
     "eval route": ("memroute eval route --data sgd_routing/dev.jsonl --candidates sgd_routing/services.jsonl "
                    "--sample 200",),
