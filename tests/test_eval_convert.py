@@ -285,9 +285,11 @@ def test_banking77_and_kochat(tmp_path: Path) -> None:
             csv.writer(fh).writerows([header, *rows])
 
     csv_file(tmp_path / "bank" / "banking_data" / "train.csv", ["text", "category"],
-             [["my card has not come, is that normal?", "card_arrival"], ["top up failed, why", "top_up_failed"]])
+             [["my card has not come, is that normal?", "card_arrival"], ["top up failed, why", "top_up_failed"],
+              ["still no card after a week", "card_arrival"]])
     intents.banking77(tmp_path / "bank", tmp_path / "b")
-    assert [e.label for e in load_intents(tmp_path / "b" / "train.jsonl")] == ["card_arrival", "top_up_failed"]
+    assert [e.label for e in load_intents(tmp_path / "b" / "train.jsonl")] == ["card_arrival", "top_up_failed",
+                                                                              "card_arrival"]
     assert lines(tmp_path / "b" / "labels.jsonl") == [{"label": "card_arrival"}, {"label": "top_up_failed"}]
 
     data = tmp_path / "kochat" / "demo" / "data"

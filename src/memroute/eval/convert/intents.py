@@ -76,7 +76,7 @@ def banking77(src: Path, out: Path, with_test: bool = False) -> dict[str, Any]:
         rows = load_csv(path, ("text", "category"))
         stats[split] = write_jsonl(out / f"{split}.jsonl", ({"id": f"{split}-{i}", "text": r["text"],
                                                              "label": r["category"]} for i, r in enumerate(rows)))
-        labels += [r["category"] for r in rows if r["category"] not in labels]
+        labels = list(dict.fromkeys([*labels, *(r["category"] for r in rows)]))
     stats["labels"] = write_jsonl(out / "labels.jsonl", ({"label": lb} for lb in labels))
     write_stats(out, stats)
     return stats
@@ -92,8 +92,8 @@ def kochat(src: Path, out: Path, holdout: float = 0.2, with_test: bool = False) 
     for path in files:
         label = "OOD" if path.parent.name == "ood" else path.stem
         for row in load_csv(path, ("question",)):
-            key = (row["question"].strip(), label)
-            if key[0] and key not in seen:
+            key = (row["question"], label)  # as published: a leading space stays (it changes the md5 order)
+            if key[0].strip() and key not in seen:
                 seen.add(key)
                 examples.append(key)
     examples.sort(key=lambda e: md5(f"{e[0]}\t{e[1]}"))

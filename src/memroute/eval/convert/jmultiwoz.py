@@ -76,9 +76,10 @@ def _record(rec: dict[str, Any], data_id: str, calls: list[Any], where: str) -> 
     if m is None:
         raise InputError(f"{where}: data_id should end in _turn_<n>")
     messages = need(rec, "question", where, list)
+    # the user's and the assistant's words, as said (even empty); tool calls and tool results are left out
     turns = [{"speaker": "USER" if msg.get("role") == "user" else "SYSTEM", "utterance": msg["content"]}
              for msg in messages if isinstance(msg, dict) and msg.get("role") in ("user", "assistant")
-             and isinstance(msg.get("content"), str) and msg["content"].strip()]
+             and isinstance(msg.get("content"), str) and not msg.get("tool_calls")]
     if not turns or turns[-1]["speaker"] != "USER":
         raise InputError(f"{where}: 'question' should end with the user's message")
     names = [str(need(c, "name", f"{where} ground_truth")) for c in calls]
