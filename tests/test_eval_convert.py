@@ -221,7 +221,7 @@ def test_jmultiwoz_converts_splits_and_loads(tmp_path: Path) -> None:
                                                                              "arguments": {"city": "札幌"}}]),
                                             ("ありがとう。天気も教えて。", [{"name": "Search_weather",
                                                                           "arguments": {"city": "札幌"}}]),
-                                            ("助かりました。", [])]):
+                                            ("", [])]):  # an empty user turn stays a turn
             msgs = [*msgs, {"role": "user", "content": text}]
             inputs.append({"data_id": f"jmultiwoz_tc_{k}_turn_{n}", "dialogue_id": did, "question": msgs})
             ground.append({"data_id": f"jmultiwoz_tc_{k}_turn_{n}", "dialogue_id": did, "ground_truth": calls})
@@ -242,6 +242,7 @@ def test_jmultiwoz_converts_splits_and_loads(tmp_path: Path) -> None:
     assert dev[1]["history"] == [{"speaker": "USER", "utterance": "札幌でホテルを探しています。"},
                                  {"speaker": "SYSTEM", "utterance": "承知しました（0）。"}]
     assert [r["gold_domains"] for r in dev[:3]] == [["hotel"], ["weather"], []] and dev[1]["turn_idx"] == 2
+    assert dev[2]["utterance"] == "" and len(dev[2]["history"]) == 4
     dev_ids = {r["dialogue_id"] for r in dev}
     assert not dev_ids & {r["dialogue_id"] for r in lines(tmp_path / "out" / "train.jsonl")}
     dialogues = load_dialogues(tmp_path / "out" / "dev.jsonl")
@@ -296,11 +297,12 @@ def test_banking77_and_kochat(tmp_path: Path) -> None:
     csv_file(data / "raw" / "weather.csv", ["question", "label"],
              [["내일 부산 날씨 어때", "S-DATE S-LOCATION O O"], ["내일 부산 날씨 어때", "S-DATE S-LOCATION O O"],
               ["주말에 비 와", "S-DATE O O"], ["서울 기온 알려줘", "S-LOCATION O O"]])
-    csv_file(data / "ood" / "ood_data.csv", ["question", "label"], [["노래 틀어줘", "OOD"], ["심심해", "OOD"]])
+    csv_file(data / "ood" / "ood_data.csv", ["question", "label"],
+             [["노래 틀어줘", "OOD"], ["심심해", "OOD"], [" 심심해", "OOD"]])
     stats = intents.kochat(tmp_path / "kochat", tmp_path / "k", holdout=0.2, with_test=True)
-    assert stats["examples_dedup_text_label"] == 5 and stats["dev"] == 4 and stats["test_holdout"] == 1
-    dev = load_intents(tmp_path / "k" / "dev.jsonl")
-    assert {e.label for e in dev} <= {"weather", "OOD"} and len({e.text for e in dev}) == 4
+    assert stats["examples_dedup_text_label"] == 6 and stats["dev"] == 5 and stats["test_holdout"] == 1
+    dev = load_intents(tmp_path / "k" / "dev.jsonl")  # texts as published: " 심심해" is not "심심해"
+    assert {e.label for e in dev} <= {"weather", "OOD"} and len({e.text for e in dev}) == 5
     assert lines(tmp_path / "k" / "labels.jsonl") == [{"label": "OOD"}, {"label": "weather"}]
     with pytest.raises(InputError, match="no column category"):
         csv_file(tmp_path / "bad" / "train.csv", ["text", "intent"], [["hi", "x"]])
