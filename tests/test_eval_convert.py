@@ -84,6 +84,10 @@ def test_locomo_bad_input_names_the_file(tmp_path: Path) -> None:
         locomo.convert(src, tmp_path / "out")
     with pytest.raises(InputError, match="expected a JSON list"):
         locomo.convert(write(tmp_path / "x.json", {"a": 1}), tmp_path / "out")
+    sample = locomo_sample("conv-1")
+    sample["qa"][0]["category"] = "single-hop"
+    with pytest.raises(InputError, match=r"conv-1 qa\[0\]: 'category' should be a number"):
+        locomo.convert(write(tmp_path / "y.json", [sample]), tmp_path / "out")
 
 
 # ----------------------------------------------------------------------------------------------- SGD
@@ -186,6 +190,17 @@ def test_multiwoz_log_shape_converts_and_loads(tmp_path: Path) -> None:
     [_, d2] = load_dialogues(tmp_path / "out" / "dev.jsonl")
     assert d2.turns[1].system_before == "Two options there." and d2.turns[1].gold == ("taxi",)
     assert [a.id for a in load_candidates(tmp_path / "out" / "services.jsonl")] == ["hotel", "taxi", "train"]
+
+
+def test_multiwoz_bad_input(tmp_path: Path) -> None:
+    schema = write(tmp_path / "schema.json", [{"service_name": "hotel", "slots": [], "intents": []}])
+    with pytest.raises(InputError, match=r"schema\.json: service 0: no 'description'"):
+        multiwoz.convert(write(tmp_path / "val.json", {}), tmp_path / "out", schema=schema)
+    write(tmp_path / "schema.json", mwoz_schema())
+    with pytest.raises(InputError, match=r"val\.json: MUL0001: no 'log'"):
+        multiwoz.convert(write(tmp_path / "val.json", {"MUL0001": {"goal": {}}}), tmp_path / "out", schema=schema)
+    with pytest.raises(InputError, match="no dialogues to convert"):
+        multiwoz.convert(write(tmp_path / "val.json", {}), tmp_path / "out", schema=schema)
 
 
 def test_multiwoz_22_folder(tmp_path: Path) -> None:

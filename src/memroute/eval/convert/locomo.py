@@ -88,8 +88,11 @@ def _question(qa: dict[str, Any], sid: str, idx: int, ids: set[str], where: str)
                     resolved.append(dia_id)
             else:
                 unresolved.append(piece)
+    category = need(qa, "category", where, (int, str))
+    if not str(category).strip().isdigit():
+        raise InputError(f"{where}: 'category' should be a number 1-5, found {category!r}")
     rec: dict[str, Any] = {"sample_id": sid, "qa_idx": idx, "question": str(need(qa, "question", where)),
-                           "category": int(need(qa, "category", where, (int, str))), "evidence": raw,
+                           "category": int(category), "evidence": raw,
                            "evidence_resolved": resolved, "evidence_unresolved": unresolved}
     if "answer" not in qa and "adversarial_answer" not in qa:
         raise InputError(f"{where}: no 'answer' or 'adversarial_answer'")
