@@ -115,7 +115,14 @@ def _from_22(folder: Path, names: set[str]) -> Iterator[dict[str, Any]]:
         raise InputError(f"{folder} has no dialogues_*.json (a MultiWOZ 2.2 split folder such as dev/)")
     acts_path = find(folder, "dialog_acts.json", "../dialog_acts.json")
     acts = load_json(acts_path)
-    dialogues = [d for f in files for d in load_json(f)]
+    if not isinstance(acts, dict):
+        raise InputError(f"{acts_path}: expected a JSON object dialogue_id -> {{turn_id: {{dialog_act}}}}")
+    dialogues = []
+    for f in files:
+        found = load_json(f)
+        if not isinstance(found, list):
+            raise InputError(f"{f}: expected a JSON list of dialogues")
+        dialogues += found
     for dialogue in sorted(dialogues, key=lambda d: str(d.get("dialogue_id", ""))):
         did = str(need(dialogue, "dialogue_id", f"{folder}: a dialogue"))
         history: list[dict[str, str]] = []
