@@ -54,7 +54,9 @@ def full_disk(url: str, limit: int) -> None:
     with Memory.open(url, owner="u") as mem:
         before = mem.stats().memories
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-        items = [{"text": f"a long memory {i} " + "filler words to take space " * 40} for i in range(2000)]
+        # the vectors (2 KB each) and the metadata fill the file; the texts stay short, embedding is the slow part
+        items = [{"text": f"memory {i} of the batch that cannot fit", "metadata": {"pad": "x" * 4000}}
+                 for i in range(limit // 4000 + 50)]
         report: dict[str, object] = {"before": before}
         try:
             mem.remember_many(items, batch_size=len(items))
@@ -63,7 +65,14 @@ def full_disk(url: str, limit: int) -> None:
             report.update(error=type(exc).__name__, message=str(exc), memroute_error=True)
         except Exception as exc:  # what the test must never see
             report.update(error=type(exc).__name__, message=str(exc), memroute_error=False)
+        mem.store.close()  # a file over the limit cannot even be checkpointed here
+    with Memory.open(url, owner="u") as mem:  # the same process, a new connection: writes that fit still work
         report["after_in_process"] = mem.stats().memories
+        try:
+            mem.remember("a small memory after the failed batch")
+            report["small_write"] = "ok"
+        except MemrouteError as exc:
+            report["small_write"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(report), flush=True)
 
 

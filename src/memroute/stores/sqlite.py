@@ -63,6 +63,10 @@ def translate_errors(what: str, path: str) -> Iterator[None]:
         if "readonly" in msg or "read-only" in msg:
             raise StoreReadOnlyError(f"{what}: the database {path} is read-only; check the file and "
                                      "directory permissions") from exc
+        if "disk is full" in msg or "disk I/O error" in msg:
+            raise StoreError(f"{what}: the database {path} could not be written ({msg}): the disk may be full or a "
+                             "file-size limit reached; free space and retry (nothing of this write was "
+                             "stored)") from exc
         if "unable to open" in msg:
             raise StoreError(f"{what}: cannot open {path}; check that the directory exists and is "
                              "writable") from exc
@@ -136,10 +140,10 @@ class SQLiteStore:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                _rollback(self._conn)
                 raise
-            self._conn.execute("COMMIT")
 
     def _read(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock, translate_errors(what, self.path):
@@ -169,7 +173,7 @@ class SQLiteStore:
                     self._conn.execute(f"PRAGMA user_version = {number}")
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                _rollback(self._conn)
                 raise
 
     def _meta(self) -> dict[str, str]:
@@ -468,6 +472,15 @@ def _message_rows(messages: Sequence[Message]) -> list[tuple[str, str, str, str,
 def _state_row(state: StateEntry) -> tuple[str, str, str, str, float]:
     payload = json.dumps(state.value, ensure_ascii=False, default=str)
     return state.namespace, state.owner, state.key, payload, time.time()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back after a failed statement or COMMIT, keeping the error that caused it: SQLite has already rolled
+    back by itself after some errors (a full disk, an I/O error), and a second ROLLBACK would replace that error
+    with "no transaction is active"."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _split_sql(sql: str) -> list[str]:
