@@ -165,7 +165,8 @@ def _import(args: argparse.Namespace) -> int:
     before = r.already_imported
     if before is not None:
         when = str(before.get("finished_at") or "an earlier run")[:19].replace("T", " ")
-        print(f"{args.file} was already imported ({when} UTC): {before.get('stored', '?')} memories, "
+        as_other = f" as {before['path']}" if before.get("path") not in (None, r.path) else ""
+        print(f"{args.file} was already imported{as_other} ({when} UTC): {before.get('stored', '?')} memories, "
               f"{before.get('messages', '?')} messages, {before.get('rejected', '?')} lines rejected; nothing "
               "added (--again imports it again)")
         return 0
