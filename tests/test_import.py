@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -39,8 +40,9 @@ def test_exit_right_after_a_batch_commit_resumes_without_duplicates(tmp_path: Pa
     f = tmp_path / "in.jsonl"
     f.write_text("\n".join(_lines(60, conversation_at=25)) + "\n")
     Memory.open(url, owner="u", embedder=embedder).close()  # created and bound to the model before the kill
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     proc = subprocess.run([sys.executable, "-m", "tests.fault_procs", "import-exit-after-commit", url, str(f), "10",
-                           "3"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+                           "3"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 137, proc.stderr
     with Memory.open(url, owner="u", embedder=embedder) as mem:
         saved = mem.store.get_state(NAMESPACE, f"sha256:{file_sha256(f)}", "u")
