@@ -51,22 +51,27 @@ def test_import_reports_bad_lines_and_resumes(capsys: pytest.CaptureFixture[str]
     assert result["stored"] == 3 and result["messages"] == 2
     assert [r["line"] for r in result["rejected"]] == [2, 3, 4]
     assert "UTF-8" in result["rejected"][2]["error"] and "JSON" in result["rejected"][1]["error"]
-    # a finished import starts over from line 1 next time, and ids make it idempotent
+    # a finished import is not imported again; --again starts over from line 1, and ids make it idempotent
     code, out, _ = run(capsys, "import", str(f), "--store", db_url, "--owner", "u", "--json")
-    assert json.loads(out)["resumed_at_line"] == 1
+    again = json.loads(out)
+    assert code == 0 and again["stored"] == 0 and again["already_imported"]["stored"] == 3
+    code, out, _ = run(capsys, "import", str(f), "--store", db_url, "--owner", "u", "--json", "--again")
+    assert json.loads(out)["resumed_at_line"] == 1 and json.loads(out)["stored"] == 3
     code, out, _ = run(capsys, "stats", "--store", db_url, "--json")
     assert json.loads(out)["memories"] == 3  # a, b and the conversation's user turn, each once
 
 
 def test_import_resumes_after_interruption(capsys: pytest.CaptureFixture[str], db_url: str, tmp_path: Path) -> None:
     from memroute import Memory
+    from memroute.importing import file_sha256
 
     f = tmp_path / "big.jsonl"
     f.write_text("".join(json.dumps({"text": f"memory number {i}", "id": f"m{i}"}) + "\n" for i in range(10)))
     with Memory.open(db_url, owner="u") as mem:  # as an import interrupted after line 6 leaves it
-        mem.store.put_state("import", str(f.resolve()), {"next_line": 7}, "u")
+        mem.store.put_state("import", f"sha256:{file_sha256(f)}", {"next_line": 7}, "u")
     _, out, _ = run(capsys, "import", str(f), "--store", db_url, "--owner", "u", "--json")
-    assert json.loads(out) == {"stored": 4, "messages": 0, "rejected": [], "resumed_at_line": 7}
+    assert json.loads(out) == {"stored": 4, "messages": 0, "rejected": [], "resumed_at_line": 7,
+                               "sha256": file_sha256(f), "already_imported": None}
 
 
 def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], db_url: str, tmp_path: Path) -> None:
@@ -221,18 +226,18 @@ def test_an_interrupted_import_says_it_can_be_resumed(capsys: pytest.CaptureFixt
     f = tmp_path / "in.jsonl"
     f.write_text("".join(json.dumps({"text": f"memory number {i}", "id": f"m{i}"}) + "\n" for i in range(6)))
     calls = []
-    real = Memory.remember_many
+    real = Memory.records
 
     def stop_on_second(self: Memory, *args: object, **kwargs: object) -> object:
         calls.append(1)
         if len(calls) == 2:
-            raise KeyboardInterrupt  # Ctrl-C while the second batch is stored
+            raise KeyboardInterrupt  # Ctrl-C while the second batch is prepared
         return real(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Memory, "remember_many", stop_on_second)
+    monkeypatch.setattr(Memory, "records", stop_on_second)
     code, _, err = run(capsys, "import", str(f), "--store", db_url, "--batch-size", "2", "--progress")
     assert code == 130
-    assert "import interrupted at line 4" in err and "2 memories stored so far are kept" in err
+    assert "interrupted" in err and "2 memories stored so far are kept" in err
     assert "Run the same command again to resume at line 3" in err
     assert "import:" in err and "/6" in err  # the progress bar has the total
 

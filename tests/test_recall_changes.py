@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memroute import Memory
-from memroute.errors import InputError
+from memroute.errors import InputError, NotFoundError
 from memroute.memory import AsyncMemory
 from memroute.retrieval.changes import change_cue
 from memroute.retrieval.strategy import SearchParams
@@ -54,7 +54,7 @@ def test_supersedes_ranks_the_newer_fact_first_and_marks_the_older(memory: Memor
 
 
 def test_supersedes_must_name_stored_memories(memory: Memory) -> None:
-    with pytest.raises(InputError, match="supersedes names no memory"):
+    with pytest.raises(NotFoundError, match="supersedes names no memory"):
         memory.remember("I moved to Lyon", supersedes="nope")
     with pytest.raises(InputError, match="supersedes must be"):
         memory.remember("I moved to Lyon", supersedes=[""])

@@ -293,8 +293,11 @@ def test_the_service_routes_with_the_fit_named_by_the_setting(tmp_path: Path, ro
     from memroute.config import Settings
     from memroute.service.core import Service
 
-    path = tmp_path / "team.fit.json"
-    fit_dialogues(_write(tmp_path / "t.jsonl", _dialogues(16)), _agents(), router).save(path)
+    from memroute.embed import routing_embedder
+
+    path = tmp_path / "team.fit.json"  # fitted with the encoder the service routes with (as `memroute fit` does)
+    fit_dialogues(_write(tmp_path / "t.jsonl", _dialogues(16)), _agents(),
+                  AgentRouter(embedder=routing_embedder(memory.embedder))).save(path)
     service = Service(memory, Settings.load(env={}, routing_fit=str(path)), _agents())
     _, conv = service.catalogues.conversation_router("alice", 3)
     assert conv.route("a ryokan with an onsen", "s1").agent.id == "hotels_2"  # type: ignore[union-attr]

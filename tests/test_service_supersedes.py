@@ -35,6 +35,6 @@ def test_a_memory_created_with_supersedes_wins_over_the_older_one(http: httpx.Cl
 
 def test_supersedes_naming_nothing_is_a_clear_error_and_stores_nothing(http: httpx.Client) -> None:
     r = http.post("/v1/memories", json={"id": "x1", "text": "I moved to Lyon", "supersedes": ["missing"]})
-    assert r.status_code == 400, r.text
+    assert r.status_code == 404, r.text  # a reference to nothing, as for GET
     assert "supersedes" in r.text
     assert http.get("/v1/memories/x1").status_code == 404

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from memroute.errors import InputError, ModelMismatchError
-from memroute.stores import MemoryRecord, Store, open_store
+from memroute.stores import MemoryRecord, StateEntry, Store, open_store
 from memroute.types import MemoryItem, MemoryKind, Message, SearchFilter, Sensitivity
 from tests.pg_server import SyncOverAsync
 
@@ -227,6 +227,25 @@ def test_bad_vectors_rejected_without_partial_write(store: Store) -> None:
         assert store.count() == 0
     with pytest.raises(InputError):
         store.search_vector(np.ones(DIM + 2, np.float32), SearchFilter(owner="a"), 3)
+
+
+def test_write_batch_is_one_transaction(store: Store) -> None:
+    """Memories, messages and a resume point are written together, or (one bad record) none of them."""
+    turns = [Message("s", "user", f"t{i}", NOW, "a") for i in range(3)]
+    store.write_batch([rec("m1", "x", 1)], turns, StateEntry("import", "k", {"next_line": 2}, "a"))
+    assert (store.count(), len(store.recent_messages("s", "a")), store.get_state("import", "k", "a")) == (
+        1, 3, {"next_line": 2})
+    bad = MemoryRecord(MemoryItem(id="bad", owner="a", text="x"), ["x"], np.ones(DIM + 1, np.float32))
+    with pytest.raises(InputError):
+        store.write_batch([rec("m2", "y", 2), bad], turns, StateEntry("import", "k", {"next_line": 9}, "a"))
+    assert (store.count(), len(store.recent_messages("s", "a")), store.get_state("import", "k", "a")) == (
+        1, 3, {"next_line": 2})
+    late = Message("s", "user", "late", datetime(1000, 1, 1, tzinfo=UTC), "a")  # outside the accepted range
+    with pytest.raises(InputError):
+        store.write_batch([rec("m3", "z", 3)], [late], StateEntry("import", "k", {"next_line": 9}, "a"))
+    assert (store.count(), store.get_state("import", "k", "a")) == (1, {"next_line": 2})
+    store.write_batch([], [], StateEntry("import", "k", {"done": True}, "a"))  # state alone
+    assert store.get_state("import", "k", "a") == {"done": True}
 
 
 def test_model_binding(store: Store) -> None:

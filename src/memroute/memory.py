@@ -94,8 +94,8 @@ class MemoryCore:
             found = {m.id for m in (yield Call("get", (list(replaced), item.owner)))}
             missing = [r for r in replaced if r not in found]
             if missing:
-                raise InputError(f"supersedes names no memory of owner {item.owner!r}: {', '.join(missing)}; "
-                                 "pass the ids of memories already stored")
+                raise NotFoundError(f"supersedes names no memory of owner {item.owner!r}: {', '.join(missing)}; "
+                                    "pass the ids of memories already stored")
         yield Call("upsert", (self._records([item], [context], [embed_text]),))
         return item
 
@@ -112,16 +112,11 @@ class MemoryCore:
         bar = tqdm(desc="remember", unit="mem", disable=not show_progress)
         for pos, raw in enumerate(items):
             try:
-                fields = dict(raw)
-                item_owner = fields.pop("owner", None) or owner
-                if "session" in fields:
-                    fields["session_id"] = fields.pop("session")
-                context = fields.pop("context", None)
-                embed_text = fields.pop("embed_text", None)
-                batch.append(self._build(fields, item_owner))
+                item, context, embed_text = self.item_of(raw, owner)
+                batch.append(item)
                 contexts.append(context)
                 embed_texts.append(embed_text)
-            except (InputError, TypeError) as exc:
+            except InputError as exc:
                 if not skip_invalid:
                     raise InputError(f"item {pos}: {exc}") from exc
                 rejected.append((pos, str(exc)))
@@ -136,6 +131,38 @@ class MemoryCore:
             bar.update(len(batch))
         bar.close()
         return ImportReport(stored, rejected)
+
+    def item_of(self, raw: Mapping[str, Any], owner: str | None = None) -> tuple[MemoryItem, str | None, str | None]:
+        """A mapping as :meth:`Memory.remember_many` takes it, checked: (memory, context, embed_text).
+
+        Raises ``InputError`` for anything that cannot be stored; nothing is written.
+        """
+        try:
+            fields = dict(raw)
+            item_owner = fields.pop("owner", None) or owner
+            if "session" in fields:
+                fields["session_id"] = fields.pop("session")
+            context = fields.pop("context", None)
+            embed_text = fields.pop("embed_text", None)
+            return self._build(fields, item_owner), context, embed_text
+        except TypeError as exc:
+            raise InputError(str(exc)) from exc
+
+    def message_of(self, session: str, role: str, text: str, *, owner: str | None = None,
+                   at: datetime | str | None = None) -> Message:
+        """A conversation turn as :meth:`Memory.add_message` would log it, checked; nothing is written."""
+        if not session or not session.strip():
+            raise InputError("add_message needs a session id")
+        if not role or not role.strip():
+            raise InputError("add_message needs a role, e.g. 'user' or 'assistant'")
+        text = _clean_text(text, self.settings.max_text_chars, allow_empty=True)
+        return Message(session, role.strip(), text, as_utc(at) or utcnow(), owner or self.owner)
+
+    def records(self, items: Sequence[MemoryItem], contexts: Sequence[str | None] | None = None,
+                embed_texts: Sequence[str | None] | None = None) -> builtins.list[MemoryRecord]:
+        """Tokenise and embed checked memories into the records a store writes (``Store.write_batch``)."""
+        none: builtins.list[str | None] = [None] * len(items)
+        return self._records(items, contexts or none, embed_texts or none)
 
     def _update_steps(self, id: str, *, owner: str | None = None, **changes: Any) -> Steps[MemoryItem]:
         owner = owner or self.owner
@@ -166,12 +193,7 @@ class MemoryCore:
 
     def _add_message_steps(self, session: str, role: str, text: str, *, owner: str | None = None,
                            at: datetime | str | None = None) -> Steps[Message]:
-        if not session or not session.strip():
-            raise InputError("add_message needs a session id")
-        if not role or not role.strip():
-            raise InputError("add_message needs a role, e.g. 'user' or 'assistant'")
-        text = _clean_text(text, self.settings.max_text_chars, allow_empty=True)
-        msg = Message(session, role.strip(), text, as_utc(at) or utcnow(), owner or self.owner)
+        msg = self.message_of(session, role, text, owner=owner, at=at)
         yield Call("add_messages", ([msg],))
         return msg
 

@@ -6,6 +6,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "eval": ("memroute eval analysis", "memroute eval recall --data ../shared/data/locomo_retrieval"),
     "eval convert": ("memroute eval convert locomo LoCoMo/ data/locomo_retrieval --first 7",
                      "memroute eval convert sgd dstc8-schema-guided-dialogue/ data/sgd_routing"),
+    "eval everyday": ("memroute eval everyday --split dev",
+                      "memroute eval everyday --split dev --embedder use-m3+e5-small --misses"),
     "eval analysis": ("memroute eval analysis", "memroute eval analysis --errors"),
     "eval route": ("memroute eval route --data sgd_routing/dev.jsonl --candidates sgd_routing/services.jsonl "
                    "--sample 200",),

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--no-resume", action="store_true", help="start at line 1 even if a previous import of "
                                                               "this file stopped part-way")
+    p.add_argument("--again", action="store_true", help="import a file again although it was imported to the end "
+                                                         "before (a file is known by its content)")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     add_common(p)
     p.set_defaults(handler=_import)
@@ -156,123 +156,56 @@ def _stats(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------- import
 
-def _read_jsonl(path: Path, start: int) -> Iterator[tuple[int, Any | None, str | None]]:
-    """(line number, parsed value or None, error or None) for each non-blank line from ``start``."""
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if lineno < start or not raw.strip():
-                continue
-            try:
-                yield lineno, json.loads(raw.decode("utf-8")), None
-            except UnicodeDecodeError as exc:
-                yield lineno, None, f"not valid UTF-8 ({exc.reason} at byte {exc.start})"
-            except json.JSONDecodeError as exc:
-                yield lineno, None, f"not valid JSON ({exc.msg}, column {exc.colno})"
-
-
 def _import(args: argparse.Namespace) -> int:
-    where: dict[str, Any] = {}  # how far the import got, for the message after Ctrl-C
-    try:
-        return _import_file(args, where)
-    except KeyboardInterrupt:
-        if not where:
-            raise
-        print(f"\nmemroute: import interrupted at line {where['line']} of {args.file}; the {where['stored']} "
-              f"memories stored so far are kept. Run the same command again to resume at line {where['resume']} "
-              "(--no-resume starts over).", file=sys.stderr)
-        return 130
+    from memroute.importing import import_jsonl
 
-
-def _import_file(args: argparse.Namespace, where: dict[str, Any]) -> int:
     path = Path(args.file)
-    if not path.is_file():
-        raise InputError(f"{path} does not exist or is not a file")
-    if args.batch_size < 1:
-        raise InputError("--batch-size must be at least 1")
-    with _open(args) as mem:
-        key = str(path.resolve())
-        progress = mem.store.get_state("import", key, mem.owner) or {}
-        start = 1 if args.no_resume else int(progress.get("next_line", 1))
-        rejected: list[dict[str, Any]] = []
-        stored = messages = 0
-        batch: list[tuple[int, dict[str, Any]]] = []
-        saved = start  # where the next run resumes: the line after the last batch stored
+    done = {"line": 0, "stored": 0}  # the last batch written, for the message after Ctrl-C
+    bar = tqdm(total=_count_lines(path) if args.progress and path.is_file() else None, unit=" lines",
+               desc="import", file=sys.stderr, disable=not args.progress, dynamic_ncols=True)
 
-        def flush(next_line: int) -> None:
-            nonlocal stored, saved
-            if batch:
-                report = mem.remember_many([b for _, b in batch], skip_invalid=True)
-                for pos, reason in report.rejected:
-                    rejected.append({"line": batch[pos][0], "error": reason})
-                stored += report.stored
-                batch.clear()
-            mem.store.put_state("import", key, {"next_line": next_line}, mem.owner)
-            saved = next_line
+    def progress(line: int, stored: int, rejected: int) -> None:
+        done.update(line=line, stored=stored)
+        bar.set_postfix(stored=stored, rejected=rejected, refresh=False)
+        bar.update(line - bar.n)
 
-        lineno = start - 1
-        total = _count_lines(path)
-        bar = tqdm(total=total, initial=start - 1, unit=" lines", desc="import", file=sys.stderr,
-                   disable=not args.progress, dynamic_ncols=True)
-        for lineno, value, error in _read_jsonl(path, start):
-            where.update(line=lineno, stored=stored, resume=saved)
-            if error is not None or not isinstance(value, dict):
-                rejected.append({"line": lineno, "error": error or "a line must be a JSON object"})
-                continue
-            if "messages" in value:
-                try:
-                    n_messages, n_memories = _import_conversation(mem, value)
-                    messages += n_messages
-                    stored += n_memories
-                except InputError as exc:
-                    rejected.append({"line": lineno, "error": str(exc)})
-                continue
-            batch.append((lineno, value))
-            if len(batch) >= args.batch_size:
-                flush(lineno + 1)
-                bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
-                bar.update(lineno - bar.n)
-        flush(lineno + 1)
-        bar.set_postfix(stored=stored, rejected=len(rejected), refresh=False)
-        bar.update(total - bar.n)
+    try:
+        with _open(args) as mem:
+            r = import_jsonl(mem, path, batch_size=args.batch_size, resume=not args.no_resume,
+                             again=args.again, on_batch=progress)
+    except KeyboardInterrupt:
         bar.close()
-        mem.store.put_state("import", key, {"next_line": 1, "done": True}, mem.owner)
-    result = {"stored": stored, "messages": messages, "rejected": rejected, "resumed_at_line": start}
+        print(f"\nmemroute: import of {args.file} interrupted; the {done['stored']} memories stored so far are "
+              f"kept. Run the same command again to resume at line {done['line'] + 1} (--no-resume starts over).",
+              file=sys.stderr)
+        return 130
+    bar.close()
     if args.json:
-        emit_json(result)
-    else:
-        print(f"stored {stored} memories and {messages} messages from {path}" +
-              (f" (resumed at line {start})" if start > 1 else ""))
-        for r in rejected:
-            print(f"  line {r['line']}: {r['error']}", file=sys.stderr)
-    return 0 if not rejected else 3
+        emit_json({"stored": r.stored, "messages": r.messages, "rejected": r.rejected,
+                   "resumed_at_line": r.resumed_at_line, "sha256": r.sha256, "already_imported": r.already_imported})
+        return 0 if not r.rejected else 3
+    before = r.already_imported
+    if before is not None:
+        when = str(before.get("finished_at") or "an earlier run")[:19].replace("T", " ")
+        as_other = f" as {before['path']}" if before.get("path") not in (None, r.path) else ""
+        print(f"{args.file} was already imported{as_other} ({when} UTC): {before.get('stored', '?')} memories, "
+              f"{before.get('messages', '?')} messages, {before.get('rejected', '?')} lines rejected; nothing "
+              "added (--again imports it again)")
+        return 0
+    if r.changed_since is not None:
+        print(f"note: {r.path} changed since it was imported ({str(r.changed_since.get('finished_at'))[:10]}); "
+              "its whole content is imported now (lines without an \"id\" are stored again)", file=sys.stderr)
+    print(f"stored {r.stored} memories and {r.messages} messages from {args.file}" +
+          (f" (resumed at line {r.resumed_at_line})" if r.resumed_at_line > 1 else ""))
+    for rej in r.rejected:
+        print(f"  line {rej['line']}: {rej['error']}", file=sys.stderr)
+    return 0 if not r.rejected else 3
 
 
 def _count_lines(path: Path) -> int:
-    """Lines in a file (for the progress bar's total and time left), read in 1 MiB blocks."""
+    """Lines in a file (the progress bar's total, for its time left), read in 1 MiB blocks."""
     with path.open("rb") as fh:
         return sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 20), b""))
-
-
-def _import_conversation(mem: Memory, value: dict[str, Any]) -> tuple[int, int]:
-    """Append a conversation to its session's log; its user turns become memories. (messages, memories)"""
-    session = value.get("session") or value.get("session_id")
-    msgs = value.get("messages")
-    if not isinstance(session, str) or not session or not isinstance(msgs, list):
-        raise InputError("a conversation needs 'session' (string) and 'messages' (list)")
-    items = []
-    for i, msg in enumerate(msgs):
-        if not isinstance(msg, dict) or not isinstance(msg.get("text"), str) or not isinstance(msg.get("role"), str):
-            raise InputError(f"message {i} needs 'role' and 'text' strings")
-        items.append(msg)
-    memories = 0
-    for i, msg in enumerate(items):
-        mem.add_message(session, msg["role"], msg["text"], at=msg.get("at"))
-        if msg["role"] == "user" and msg["text"].strip():
-            # a stable id per turn keeps a repeated import from storing the memory twice
-            mem.remember(msg["text"], session=session, kind="message", occurred_at=msg.get("at"),
-                         id=f"{session}#{i}")
-            memories += 1
-    return len(items), memories
 
 
 # ------------------------------------------------------------------------------------ doctor and demo

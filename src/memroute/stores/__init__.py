@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from memroute.errors import ConfigError
-from memroute.stores.base import AsyncStore, MemoryRecord, Store, StoreStats
+from memroute.stores.base import AsyncStore, MemoryRecord, StateEntry, Store, StoreStats
 
 
 def open_store(url: str, busy_timeout_ms: int = 5000) -> Store:
@@ -50,4 +50,5 @@ async def open_async_store(url: str) -> AsyncStore:
     return await AsyncPostgresStore.open(url)
 
 
-__all__ = ["AsyncStore", "MemoryRecord", "Store", "StoreStats", "is_postgres_url", "open_async_store", "open_store"]
+__all__ = ["AsyncStore", "MemoryRecord", "StateEntry", "Store", "StoreStats", "is_postgres_url", "open_async_store",
+           "open_store"]

@@ -44,6 +44,16 @@ def checked_vector(vector: npt.ArrayLike, dimension: int, what: str) -> npt.NDAr
 
 
 @dataclass(frozen=True, slots=True)
+class StateEntry:
+    """One piece of named state to save with a write (:meth:`Store.write_batch`), e.g. an import's resume point."""
+
+    namespace: str
+    key: str
+    value: dict[str, Any]
+    owner: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class StoreStats:
     memories: int
     owners: int
@@ -68,6 +78,12 @@ class Store(Protocol):
     # memories --------------------------------------------------------------------------------------
     def upsert(self, records: Sequence[MemoryRecord]) -> None:
         """Insert or replace memories and all their index entries, atomically for the whole batch."""
+        ...
+
+    def write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message] = (),
+                    state: StateEntry | None = None) -> None:
+        """Upsert memories, append messages and save a piece of state, all in one transaction: a resume point
+        saved this way is never behind (or ahead of) what was written."""
         ...
 
     def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]:
@@ -151,6 +167,9 @@ class AsyncStore(Protocol):
     async def bind_model(self, model_id: str, dimension: int) -> None: ...
 
     async def upsert(self, records: Sequence[MemoryRecord]) -> None: ...
+
+    async def write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message] = (),
+                          state: StateEntry | None = None) -> None: ...
 
     async def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]: ...
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from memroute.errors import ModelMismatchError, StoreError
-from memroute.stores.base import MemoryRecord, Store
+from memroute.stores.base import MemoryRecord, StateEntry, Store
 
 _NAMESPACE = "copy"
 
@@ -88,8 +88,7 @@ def copy_store(source: Store, target: Store, batch_size: int = 500,
         if bulk is not None:
             bulk.bulk_load(batch, state=(_NAMESPACE, key, {"memories": copied}), analyze=False)
         else:
-            target.upsert(batch)
-            target.put_state(_NAMESPACE, key, {"memories": copied})
+            target.write_batch(batch, state=StateEntry(_NAMESPACE, key, {"memories": copied}))
         if progress:
             progress(len(batch))
 
@@ -108,17 +107,22 @@ def copy_store(source: Store, target: Store, batch_size: int = 500,
     if bulk is not None:
         bulk.create_search_indexes()  # the ones dropped above, also when this run resumed an earlier one
     messages = 0
-    if not (target.get_state(_NAMESPACE, key) or {}).get("messages_done"):
+    progress_state = target.get_state(_NAMESPACE, key) or {}
+    if not progress_state.get("messages_done"):
+        # each chunk is written with the count copied so far, in one transaction: a resumed copy skips exactly those
+        skip = int(progress_state.get("messages", 0))
         chunk = []
-        for msg in source.iter_messages(batch_size):
+        for seen, msg in enumerate(source.iter_messages(batch_size), start=1):
+            if seen <= skip:
+                continue
             chunk.append(msg)
             if len(chunk) >= batch_size:
-                target.add_messages(chunk)
                 messages += len(chunk)
+                target.write_batch([], chunk, StateEntry(_NAMESPACE, key, {"memories": copied,
+                                                                           "messages": skip + messages}))
                 chunk = []
-        target.add_messages(chunk)
         messages += len(chunk)
-        target.put_state(_NAMESPACE, key, {"memories": copied, "messages_done": True})
+        target.write_batch([], chunk, StateEntry(_NAMESPACE, key, {"memories": copied, "messages_done": True}))
     state = 0
     for namespace, owner, skey, value in source.iter_state():
         if namespace != _NAMESPACE:

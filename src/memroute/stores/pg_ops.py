@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.errors import DependencyError, SchemaVersionError, StoreError
-from memroute.stores.base import MemoryRecord, StoreStats, checked_vector
+from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_sql import (
     ADD_MESSAGE_SQL,
@@ -220,6 +220,15 @@ class PgOperations:
         rows = record_rows(records, self._dimension())
         yield Many(UPSERT_SQL, rows)
         return len(rows)
+
+    def op_write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message],
+                       state: StateEntry | None) -> Op[int]:
+        """Memories, messages and a piece of state in one operation (so one transaction)."""
+        written = yield from self.op_upsert(records)
+        yield from self.op_add_messages(messages)
+        if state is not None:
+            yield from self.op_put_state(state.namespace, state.key, state.value, state.owner)
+        return written
 
     def wrote(self, records: Sequence[MemoryRecord]) -> bool:
         """Count a committed write; True when the planner's statistics should be refreshed now.

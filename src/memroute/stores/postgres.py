@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.errors import DependencyError
-from memroute.stores.base import MemoryRecord, StoreStats
+from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
 from memroute.stores.pg_sql import (
     ANALYZE_SQL,
@@ -153,7 +153,11 @@ class PostgresStore(PgOperations):
 
     # ------------------------------------------------------------------------------------ memories
     def upsert(self, records: Sequence[MemoryRecord]) -> None:
-        self._run("store memories", self.op_upsert(records))
+        self.write_batch(records)
+
+    def write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message] = (),
+                    state: StateEntry | None = None) -> None:
+        self._run("store memories", self.op_write_batch(records, messages, state))
         if records and self.wrote(records):
             self._run("refresh statistics", self.op_analyze())
 

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.errors import DependencyError, StoreError
-from memroute.stores.base import MemoryRecord, StoreStats
+from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
 from memroute.stores.pg_sql import UTC_SESSION_SQL, safe_url, search_path_sql, translate_errors
 from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
@@ -115,7 +115,11 @@ class AsyncPostgresStore(PgOperations):
 
     # ------------------------------------------------------------------------------------ memories
     async def upsert(self, records: Sequence[MemoryRecord]) -> None:
-        await self._run("store memories", self.op_upsert(records))
+        await self.write_batch(records)
+
+    async def write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message] = (),
+                          state: StateEntry | None = None) -> None:
+        await self._run("store memories", self.op_write_batch(records, messages, state))
         if records and self.wrote(records):
             await self._run("refresh statistics", self.op_analyze())
 

@@ -37,7 +37,7 @@ from memroute.errors import (
     StoreLockedError,
     StoreReadOnlyError,
 )
-from memroute.stores.base import MemoryRecord, StoreStats, checked_vector
+from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.memory_index import NEVER, NO_TIME, MemoryIndex, RowMeta
 from memroute.stores.migrations.sqlite import MIGRATIONS
 from memroute.times import checked_micros, from_micros, to_micros
@@ -63,6 +63,10 @@ def translate_errors(what: str, path: str) -> Iterator[None]:
         if "readonly" in msg or "read-only" in msg:
             raise StoreReadOnlyError(f"{what}: the database {path} is read-only; check the file and "
                                      "directory permissions") from exc
+        if "disk is full" in msg or "disk I/O error" in msg:
+            raise StoreError(f"{what}: the database {path} could not be written ({msg}): the disk may be full or a "
+                             "file-size limit reached; free space and retry (nothing of this write was "
+                             "stored)") from exc
         if "unable to open" in msg:
             raise StoreError(f"{what}: cannot open {path}; check that the directory exists and is "
                              "writable") from exc
@@ -136,10 +140,10 @@ class SQLiteStore:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                _rollback(self._conn)
                 raise
-            self._conn.execute("COMMIT")
 
     def _read(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock, translate_errors(what, self.path):
@@ -169,7 +173,7 @@ class SQLiteStore:
                     self._conn.execute(f"PRAGMA user_version = {number}")
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                _rollback(self._conn)
                 raise
 
     def _meta(self) -> dict[str, str]:
@@ -201,9 +205,13 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------------------------ memories
     def upsert(self, records: Sequence[MemoryRecord]) -> None:
-        if not records:
+        self.write_batch(records)
+
+    def write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message] = (),
+                    state: StateEntry | None = None) -> None:
+        if not records and not messages and state is None:
             return
-        dim = self._dimension()
+        dim = self._dimension() if records else 0
         rows = []
         for rec in records:
             m = rec.memory
@@ -211,6 +219,7 @@ class SQLiteStore:
             times = tuple(checked_micros(t, f"{name} of memory {m.id}") for t, name in (
                 (m.occurred_at, "occurred_at"), (m.created_at or utcnow(), "created_at"), (m.expires_at, "expires_at")))
             rows.append((rec, vec, times))
+        message_rows = _message_rows(messages)
         with self._write("store memories") as conn:
             touched: list[int] = []
             for rec, vec, (occurred, created, expires) in rows:
@@ -232,7 +241,12 @@ class SQLiteStore:
                 if old is not None:
                     touched.append(int(old[0]))
                 touched.append(rowid)
-            self._log_changes(conn, touched)
+            if touched:
+                self._log_changes(conn, touched)
+            if message_rows:
+                conn.executemany(_ADD_MESSAGE_SQL, message_rows)
+            if state is not None:
+                conn.execute(_PUT_STATE_SQL, _state_row(state))
 
     def _log_changes(self, conn: sqlite3.Connection, rows: Sequence[int]) -> None:
         conn.executemany("INSERT INTO index_changes (row, op) VALUES (?, 'c')", [(r,) for r in rows])
@@ -390,11 +404,9 @@ class SQLiteStore:
     def add_messages(self, messages: Sequence[Message]) -> None:
         if not messages:
             return
-        rows = [(m.owner, m.session_id, m.role, m.text, checked_micros(m.created_at, "the time of a message"))
-                for m in messages]
+        rows = _message_rows(messages)
         with self._write("append messages") as conn:
-            conn.executemany("INSERT INTO messages (owner, session_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
-                             rows)
+            conn.executemany(_ADD_MESSAGE_SQL, rows)
 
     def recent_messages(self, session_id: str, owner: str, limit: int = 20) -> list[Message]:
         rows = self._read("read messages", "SELECT id, role, text, created_at FROM messages WHERE owner = ? AND "
@@ -411,11 +423,9 @@ class SQLiteStore:
 
     # --------------------------------------------------------------------------------- named state
     def put_state(self, namespace: str, key: str, value: dict[str, Any], owner: str = "") -> None:
-        payload = json.dumps(value, ensure_ascii=False, default=str)
+        row = _state_row(StateEntry(namespace, key, value, owner))
         with self._write("save state") as conn:
-            conn.execute("INSERT INTO state (namespace, owner, key, value, updated_at) VALUES (?, ?, ?, ?, ?) "
-                         "ON CONFLICT (namespace, owner, key) DO UPDATE SET value = excluded.value, "
-                         "updated_at = excluded.updated_at", (namespace, owner, key, payload, time.time()))
+            conn.execute(_PUT_STATE_SQL, row)
 
     def get_state(self, namespace: str, key: str, owner: str = "") -> dict[str, Any] | None:
         rows = self._read("read state", "SELECT value FROM state WHERE namespace = ? AND owner = ? AND key = ?",
@@ -446,6 +456,31 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+_ADD_MESSAGE_SQL = "INSERT INTO messages (owner, session_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)"
+_PUT_STATE_SQL = ("INSERT INTO state (namespace, owner, key, value, updated_at) VALUES (?, ?, ?, ?, ?) "
+                  "ON CONFLICT (namespace, owner, key) DO UPDATE SET value = excluded.value, "
+                  "updated_at = excluded.updated_at")
+
+
+def _message_rows(messages: Sequence[Message]) -> list[tuple[str, str, str, str, int | None]]:
+    return [(m.owner, m.session_id, m.role, m.text, checked_micros(m.created_at, "the time of a message"))
+            for m in messages]
+
+
+def _state_row(state: StateEntry) -> tuple[str, str, str, str, float]:
+    payload = json.dumps(state.value, ensure_ascii=False, default=str)
+    return state.namespace, state.owner, state.key, payload, time.time()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back after a failed statement or COMMIT, keeping the error that caused it: SQLite has already rolled
+    back by itself after some errors (a full disk, an I/O error), and a second ROLLBACK would replace that error
+    with "no transaction is active"."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _split_sql(sql: str) -> list[str]:
