@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from memroute.cli import (
     analysis_cmd,
+    everyday_cmd,
     investigate_cmd,
     mcp_cmd,
     memory_cmds,
@@ -24,7 +25,8 @@ from memroute.cli.common import COMMAND_GROUPS, Group
 from memroute.errors import MemrouteError
 
 # Modules that register commands; each has ``register(sub, groups)``.
-_MODULES = (memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd, mcp_cmd, serve_cmd, investigate_cmd)
+_MODULES = (memory_cmds, store_cmds, analysis_cmd, route_cmd, recall_cmd, everyday_cmd, mcp_cmd, serve_cmd,
+            investigate_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

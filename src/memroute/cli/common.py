@@ -12,7 +12,7 @@ from memroute.config import Settings
 from memroute.llm import LlmAssistant, assistant_from_settings
 
 COMMAND_GROUPS = {
-    "eval": "measure quality on evaluation data (analysis, recall, route, intents)",
+    "eval": "measure quality on evaluation data (analysis, recall, everyday, route, intents)",
     "bench": "measure speed and memory (store, recall, route)",
 }
 
