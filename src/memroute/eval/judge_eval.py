@@ -51,7 +51,7 @@ def injection(locomo: Sequence[JudgedQuestion], conversations: Sequence[str], em
     tally: dict[str, list[int]] = {}
     if shipped is not None:
         for q in locomo:
-            add(tally, q, shipped.probability(q.x), shipped.high, shipped.medium)
+            add(tally, q, shipped.probability(q.x), shipped)
     out: dict[str, Any] = {"shipped": shares(tally)["locomo"] if tally else None}
     if not loo and not fit:
         return out
@@ -62,7 +62,7 @@ def injection(locomo: Sequence[JudgedQuestion], conversations: Sequence[str], em
         model = fit_judge(rest, f"all but {conv}")
         for q, c in zip(locomo, conversations, strict=True):
             if c == conv:
-                add(held, q, model.probability(q.x), model.high, model.medium)
+                add(held, q, model.probability(q.x), model)
     out["leave_one_conversation_out"] = shares(held).get("locomo")
     out["everyday_train_questions"] = len(train)
     if fit:
@@ -78,5 +78,5 @@ def injection(locomo: Sequence[JudgedQuestion], conversations: Sequence[str], em
         JUDGE_PATH.write_text(json.dumps({"method": METHOD, "encoders": encoders}, indent=1) + "\n", "utf-8")
         judge.clear_cache()
         out["fitted"] = {"path": str(JUDGE_PATH), "models": sorted(models),
-                         "cutoffs": {k: [m.high, m.medium] for k, m in models.items()}}
+                         "cutoffs": {k: [m.high, m.medium, m.relative] for k, m in models.items()}}
     return out

@@ -24,8 +24,10 @@ training split (a candidate answers when it is one of the question's answering m
 questions have none). The same fit chooses two cut-offs on those training questions, the ones that
 maximise the sum of three shares: answerable questions whose answering memory is injected, injected
 memories that answer, and unanswerable questions with nothing injected (each averaged per data set).
-A candidate at or above the high cut-off is high, between the two medium, below none; seed 001's rule
-(one high, or two medium) then decides injection. The fitted models and cut-offs ship in
+A candidate at or above the high cut-off is high, between the two medium, below none, and none as well
+when its probability is under a fitted share (``relative``) of the best candidate's in this recall (a
+second memory is offered only when it stands near the first); seed 001's rule (one high, or two medium)
+then decides injection. The fitted models and cut-offs ship in
 ``judge_weights.json`` with how they were fitted; an encoder without its own fit uses the ``any``
 model, fitted on the same data without the raw cosine (only the store-relative features).
 """
@@ -61,6 +63,8 @@ class JudgeModel:
     scale: tuple[float, ...]
     high: float
     medium: float
+    relative: float = 0.0
+    """A candidate under this share of the recall's best probability is ``none`` (store-relative)."""
     fitted_on: str = ""
 
     def probability(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -69,13 +73,16 @@ class JudgeModel:
         out: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
         return out
 
-    def level(self, p: float) -> Literal["high", "medium", "none"]:
+    def level(self, p: float, best: float) -> Literal["high", "medium", "none"]:
+        """``p``'s level in a recall whose best candidate has probability ``best``."""
+        if p < self.relative * best:
+            return "none"
         return "high" if p >= self.high else "medium" if p >= self.medium else "none"
 
     def to_dict(self) -> dict[str, Any]:
         return {"features": list(JUDGE_FEATURES), "weights": list(self.weights), "bias": self.bias,
                 "mean": list(self.mean), "scale": list(self.scale), "high": self.high, "medium": self.medium,
-                "fitted_on": self.fitted_on}
+                "relative": self.relative, "fitted_on": self.fitted_on}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JudgeModel:
@@ -84,7 +91,7 @@ class JudgeModel:
                               "`memroute eval recall --data DIR --fit-judge`")
         return cls(tuple(map(float, data["weights"])), float(data["bias"]), tuple(map(float, data["mean"])),
                    tuple(map(float, data["scale"])), float(data["high"]), float(data["medium"]),
-                   str(data.get("fitted_on", "")))
+                   float(data.get("relative", 0.0)), str(data.get("fitted_on", "")))
 
 
 Floats = Sequence[float] | npt.NDArray[np.float64]

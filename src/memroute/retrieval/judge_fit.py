@@ -7,7 +7,8 @@ related memories) are left out of the fit and of precision.
 
 The fit is a logistic regression (:func:`memroute.retrieval.rerank_fit.fit_logistic`), each data set
 weighed equally (LoCoMo has ten times the questions). The two cut-offs are then chosen on the same
-training questions by a grid over the fitted probabilities: the pair that comes closest to the targets
+training questions by a grid over the fitted probabilities (with the relative share of
+:data:`RELATIVE_GRID`): the triple that comes closest to the targets
 of issue 21 (:data:`TARGETS`), summed over the data sets. For each share that a set can measure
 (answerable questions whose answer is injected; injected memories that answer; unanswerable questions
 with nothing injected) the objective counts the share up to its target and no further (a share above
@@ -30,6 +31,8 @@ from memroute.retrieval.trace import RecallTrace
 
 TARGETS = {"answer_injected": 0.85, "precision": 0.80, "abstention": 0.90}
 """The shares the cut-offs aim at (issue 21): a share counts up to its target in the objective."""
+RELATIVE_GRID = (0.0, 0.3, 0.5, 0.7, 0.85)
+"""The relative shares the fit tries."""
 COSINE_FREE = tuple(f != "cosine" for f in JUDGE_FEATURES)
 """The features of the ``any`` judge (an encoder without a fit of its own): all but the raw cosine."""
 
@@ -77,26 +80,28 @@ def fit_judge(questions: Sequence[JudgedQuestion], fitted_on: str, use: Sequence
     full_scale = np.ones(len(JUDGE_FEATURES))
     full_scale[mask] = scale
     model = JudgeModel(tuple(map(float, full_w)), float(bias), tuple(map(float, full_mean)),
-                       tuple(map(float, full_scale)), 1.0, 1.0, fitted_on)
-    high, medium = choose_cutoffs(questions, model)
-    return JudgeModel(model.weights, model.bias, model.mean, model.scale, high, medium, fitted_on)
+                       tuple(map(float, full_scale)), 1.0, 1.0, 0.0, fitted_on)
+    high, medium, relative = choose_cutoffs(questions, model)
+    return JudgeModel(model.weights, model.bias, model.mean, model.scale, high, medium, relative, fitted_on)
 
 
-def choose_cutoffs(questions: Sequence[JudgedQuestion], model: JudgeModel) -> tuple[float, float]:
+def choose_cutoffs(questions: Sequence[JudgedQuestion], model: JudgeModel) -> tuple[float, float, float]:
+    """The high and medium cut-offs and the relative share (see :class:`~memroute.retrieval.judge.JudgeModel`)."""
     probs = [model.probability(q.x) if len(q.y) else np.zeros(0) for q in questions]
     every = np.concatenate([p for p in probs if len(p)]) if any(len(p) for p in probs) else np.zeros(1)
     grid = sorted({round(float(v), 4) for v in np.quantile(every, np.linspace(0.3, 0.995, 60))})
     sets = {d: _Padded([q for q in questions if q.dataset == d],
                        [p for q, p in zip(questions, probs, strict=True) if q.dataset == d])
             for d in dict.fromkeys(q.dataset for q in questions)}
-    best, best_value = (1.0, 1.0), -1.0
-    for hi in grid:
-        for med in grid:
-            if med > hi:
-                break
-            value = _objective({d: padded.shares(hi, med) for d, padded in sets.items()})
-            if value > best_value + 1e-9:
-                best, best_value = (hi, med), value
+    best, best_value = (1.0, 1.0, 0.0), -1.0
+    for rel in RELATIVE_GRID:
+        for hi in grid:
+            for med in grid:
+                if med > hi:
+                    break
+                value = _objective({d: padded.shares(hi, med, rel) for d, padded in sets.items()})
+                if value > best_value + 1e-9:
+                    best, best_value = (hi, med, rel), value
     return best
 
 
@@ -112,10 +117,11 @@ class _Padded:
             self.y[i, : len(q.y)] = q.y
         self.answerable = np.array([q.answerable for q in questions], dtype=bool)
 
-    def shares(self, hi: float, med: float) -> dict[str, float | None]:
-        n_high = (self.p >= hi).sum(axis=1)
-        n_med = ((self.p >= med) & (self.p < hi)).sum(axis=1)
-        chosen = (self.p >= med) & ((n_high >= 1) | (n_med >= 2))[:, None]
+    def shares(self, hi: float, med: float, rel: float) -> dict[str, float | None]:
+        p = np.where(self.p >= rel * self.p.max(axis=1, keepdims=True), self.p, -1.0)
+        n_high = (p >= hi).sum(axis=1)
+        n_med = ((p >= med) & (p < hi)).sum(axis=1)
+        chosen = (p >= med) & ((n_high >= 1) | (n_med >= 2))[:, None]
         good = chosen & (self.y == 1)
         counted = int((chosen & ~np.isnan(self.y)).sum())
         unanswerable = ~self.answerable
@@ -134,8 +140,11 @@ def _objective(shares: dict[str, dict[str, float | None]]) -> float:
     return total
 
 
-def add(tally: dict[str, list[int]], q: JudgedQuestion, p: npt.NDArray[np.float64], hi: float, med: float) -> None:
-    """Count one question judged with cut-offs ``hi`` / ``med`` into ``tally`` (per data set)."""
+def add(tally: dict[str, list[int]], q: JudgedQuestion, p: npt.NDArray[np.float64], model: JudgeModel) -> None:
+    """Count one question judged by ``model`` into ``tally`` (per data set)."""
+    hi, med = model.high, model.medium
+    if len(p):
+        p = np.where(p >= model.relative * p.max(), p, -1.0)
     # answered, answerable, good, injected, quiet, unanswerable, answer among the first, answered of those
     t = tally.setdefault(q.dataset, [0] * 8)
     n_high = int((p >= hi).sum())

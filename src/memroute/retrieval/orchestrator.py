@@ -217,6 +217,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             [c.cosine for c in candidates], probs, feats[:, FEATURES.index("keyword_overlap")],
             feats[:, FEATURES.index("bm25")], [rank_of[j] for j in range(len(candidates))],
             [j in found_for_need for j in range(len(candidates))], analysis.query_type.value))
+    best = max((float(judged[j]) for j in order[: opts.limit]), default=0.0) if judged is not None else 0.0
     chosen = []
     for rank, j in enumerate(order[: opts.limit]):
         c = candidates[j]
@@ -225,7 +226,8 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         matched = [k for k, forms in keyword_forms.items() if forms and all(f in body for f in forms)]
         score = float(probs[j]) if probs is not None else c.fused
         if judged is not None and judge_model is not None:
-            level = decide.with_reference(judge_model.level(float(judged[j])), fdict["reference_overlap"], rank == 0)
+            level = decide.with_reference(judge_model.level(float(judged[j]), best), fdict["reference_overlap"],
+                                          rank == 0)
         else:
             level = decide.relevance(score, c.cosine, fdict["keyword_overlap"], probs is not None,
                                      fdict["reference_overlap"], top=rank == 0)
