@@ -14,22 +14,27 @@ So the judge reads, for every candidate of one recall:
 - ``rerank_logit``: the local reranker's logit; ``rank_rr``: 1 / (1 + its rank in the final order);
   ``bm25``: its min-max keyword score;
 - ``constraint``: the constraint search found it for a request (:mod:`memroute.retrieval.constraints`);
-- ``pool``: log of the number of candidates (a small store is searched whole);
+- ``pool``: log of the number of candidates (few in a small store, fifty in a long chat log);
 - the query type (factual, conceptual, temporal; the others are the baseline).
 
 A logistic model over these gives the probability that the candidate answers the message. It is fitted
 per packaged encoder by ``memroute eval recall --fit-judge`` (:mod:`memroute.retrieval.judge_fit`) on
 training questions: LoCoMo's (a candidate answers when it is an evidence turn) and the everyday-recall
 training split (a candidate answers when it is one of the question's answering memories; unanswerable
-questions have none). The same fit chooses two cut-offs on those training questions, the ones that
-maximise the sum of three shares: answerable questions whose answering memory is injected, injected
-memories that answer, and unanswerable questions with nothing injected (each averaged per data set).
-A candidate at or above the high cut-off is high, between the two medium, below none, and none as well
-when its probability is under a fitted share (``relative``) of the best candidate's in this recall (a
-second memory is offered only when it stands near the first); seed 001's rule (one high, or two medium)
-then decides injection. The fitted models and cut-offs ship in
-``judge_weights.json`` with how they were fitted; an encoder without its own fit uses the ``any``
-model, fitted on the same data without the raw cosine (only the store-relative features).
+questions have none; a stale or merely related memory is left out). Each data set weighs the same.
+The same fit then chooses, by a grid over the fitted probabilities of those training questions, two
+cut-offs and a relative share: the ones closest to issue 21's targets for answerable questions whose
+answering memory is injected (0.85), injected memories that answer (0.80) and unanswerable questions
+with nothing injected (0.90) (:mod:`memroute.retrieval.judge_fit`). A candidate at or above the high
+cut-off is high, between the two medium, below none, and none as well when its probability is under
+the relative share of the best candidate's in this recall (a second memory is offered only when it
+stands near the first); seed 001's rule (one high, or two medium) then decides injection. The fitted
+models ship in ``judge_weights.json`` with what they were fitted on; an encoder without its own fit
+uses the ``any`` model, fitted on the same data without the raw cosine (only the store-relative
+features). Without the reranker (``RecallOptions(rerank=False)``) the fixed rules of
+:mod:`memroute.retrieval.decide` apply; with an LLM configured, seed 001's LLM judge still has the
+last word on the candidates it saw (:mod:`memroute.retrieval.llm_steps`). The everyday set's dev split
+is never read by the fit: ``memroute eval everyday --split dev`` reports it.
 """
 
 from __future__ import annotations
