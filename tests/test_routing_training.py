@@ -291,9 +291,8 @@ def test_eval_route_trains_first(capsys: pytest.CaptureFixture[str], tmp_path: P
 def test_the_service_routes_with_the_fit_named_by_the_setting(tmp_path: Path, router: AgentRouter,
                                                               memory: Memory) -> None:
     from memroute.config import Settings
-    from memroute.service.core import Service
-
     from memroute.embed import routing_embedder
+    from memroute.service.core import Service
 
     path = tmp_path / "team.fit.json"  # fitted with the encoder the service routes with (as `memroute fit` does)
     fit_dialogues(_write(tmp_path / "t.jsonl", _dialogues(16)), _agents(),

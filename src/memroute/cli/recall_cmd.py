@@ -33,6 +33,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--loo", action="store_true", help="also report leave-one-conversation-out reranker figures")
     p.add_argument("--fit", action="store_true", help="fit the reranker on all conversations and write the "
                                                      "weights the package ships (retrieval/rerank_weights.json)")
+    p.add_argument("--fit-judge", action="store_true", help="fit the relevance judge of this embedder on LoCoMo "
+                   "and the everyday train split and write it (retrieval/judge_weights.json)")
     p.add_argument("--embedder", default="use-m3", choices=list(EMBEDDERS))
     p.add_argument("--k-per-query", type=int, default=_DEFAULTS.k_per_query)
     p.add_argument("--max-candidates", type=int, default=_DEFAULTS.max_candidates)
@@ -88,7 +90,7 @@ def _eval(args: argparse.Namespace) -> int:
     opts = RecallOptions(k_per_query=args.k_per_query, max_candidates=args.max_candidates, fusion=args.fusion,
                          rerank=not args.no_rerank)
     result = evaluate(args.data, opts, embedder=args.embedder, loo=args.loo, fit=args.fit, workdir=args.workdir,
-                      llm=llm_from(args), limit=args.limit, store_url=args.store)
+                      llm=llm_from(args), limit=args.limit, store_url=args.store, fit_judge=args.fit_judge)
     if args.json:
         emit_json(result)
         return 0
@@ -107,6 +109,11 @@ def _eval(args: argparse.Namespace) -> int:
         print(_llm_line(result["llm"]))
     if "fitted" in result:
         print(f"reranker weights written to {result['fitted']['path']}")
+    for name, shares in (result.get("injection") or {}).items():
+        if isinstance(shares, dict) and "answer_injected" in shares:
+            print(f"judge ({name}): " + ", ".join(f"{k} {v}" for k, v in shares.items()))
+    if "fitted" in result.get("injection", {}):
+        print(f"judge written to {result['injection']['fitted']['path']}")
     return 0
 
 

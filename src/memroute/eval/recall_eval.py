@@ -35,10 +35,12 @@ import numpy.typing as npt
 
 from memroute.embed import get_embedder
 from memroute.errors import InputError
+from memroute.eval import judge_eval
 from memroute.eval.locomo import CATEGORIES, Conversation, load_locomo
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
 from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, default_model
+from memroute.retrieval.judge_fit import JudgedQuestion, judged_question
 from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.text import tokenize
 
@@ -61,6 +63,8 @@ class QuestionRun:
     bm25: tuple[str, ...]
     vector: tuple[str, ...]
     ms: float
+    judged: JudgedQuestion
+    """What the judge saw of the first five (for ``--fit-judge`` and the injection figures)."""
 
 
 def scores(ranking: Sequence[str], evidence: frozenset[str]) -> dict[str, float]:
@@ -137,7 +141,8 @@ def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions,
         vec = mem.store.search_vector(mem.embedder.embed([q.text], side="query")[0], flt, 10)
         runs.append(QuestionRun(conv.sample_id, q.category, frozenset(q.evidence), tuple(c.id for c in cands),
                                 x.reshape(len(cands), len(FEATURES)), tuple(c.id for c in final),
-                                tuple(h.id for h in bm25), tuple(h.id for h in vec), ms))
+                                tuple(h.id for h in bm25), tuple(h.id for h in vec), ms,
+                                judged_question(result.trace, q.evidence, "locomo", limit=options.limit)))
     return runs
 
 
@@ -162,9 +167,11 @@ def training_rows(runs: Sequence[QuestionRun]) -> tuple[npt.NDArray[np.float64],
 def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedder: str = "use-m3",
              loo: bool = False, fit: bool = False, workdir: str | Path | None = None,
              l2: float = L2, llm: LlmAssistant | None = None, limit: int | None = None,
-             store_url: str | None = None) -> dict[str, Any]:
+             store_url: str | None = None, fit_judge: bool = False) -> dict[str, Any]:
     """``limit``: only the first ``limit`` questions (in file order), e.g. to bound the cost of an LLM run.
-    ``store_url``: a PostgreSQL database holding the conversations (a schema each) instead of SQLite files."""
+    ``store_url``: a PostgreSQL database holding the conversations (a schema each) instead of SQLite files.
+    ``fit_judge``: refit the relevance judge of this embedder (LoCoMo with the everyday set's train split)
+    and write it into ``retrieval/judge_weights.json``; the injection figures are reported either way."""
     options = options or RecallOptions()
     convs = load_locomo(data_dir)
     if limit is not None:
@@ -218,6 +225,10 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
             model = fit_reranker(x, y, l2=l2, fitted_on=f"all but {conv.sample_id}")
             rows.extend(rescore([r for r in runs if r.sample_id == conv.sample_id], model))
         result["leave_one_conversation_out"] = summarise(rows)
+    judged = [r.judged for r in runs if options.rerank]
+    if judged:
+        result["injection"] = judge_eval.injection(judged, [r.sample_id for r in runs], embedder, fit_judge,
+                                                   loo=loo or fit_judge)
     if fit:
         x, y = training_rows(runs)
         model = fit_reranker(x, y, l2=l2, fitted_on=(

@@ -31,6 +31,9 @@ import numpy.typing as npt
 from memroute.text.tokenizers import analyze_tokens
 from memroute.types import MemoryItem
 
+CONTENDERS = 3
+"""The first memories of a recall that may supersede each other without being judged relevant: a newer
+fact ranked first or second replaces an older one even where the judge kept both out of the pack."""
 SUPERSEDES_KEY = "supersedes"
 """Metadata key holding the ids a memory replaces (set by ``remember(..., supersedes=...)``)."""
 
@@ -85,9 +88,9 @@ def superseded(memories: Sequence[MemoryItem], vectors: Mapping[str, npt.NDArray
                pool_vectors: Sequence[npt.NDArray[np.float32]], relevant: Sequence[bool]) -> dict[str, str]:
     """Older memory id -> the newer memory id that supersedes it, among ``memories`` (a recall's answer).
 
-    ``relevant[i]`` says whether memory *i* was judged relevant: an implicit change only links two relevant
-    memories (both answer the question), an explicit ``supersedes`` links any two. ``pool_vectors`` are the
-    recall's candidates' vectors, for the store-relative sameness cut-off."""
+    ``relevant[i]`` says whether memory *i* was judged relevant or ranks among the first
+    :data:`CONTENDERS`: an implicit change only links two such memories, an explicit ``supersedes`` links
+    any two. ``pool_vectors`` are the recall's candidates' vectors, for the store-relative sameness cut-off."""
     out: dict[str, str] = {}
     ids = {m.id for m in memories}
     by_time = sorted(range(len(memories)), key=lambda i: _ts(memories[i]))

@@ -53,6 +53,16 @@ def relevance(score: float, cosine: float, keyword_overlap: float, reranked: boo
     return "none"
 
 
+def with_reference(level: Relevance, reference_overlap: float, top: bool) -> Relevance:
+    """The calibrated judge's level, lifted to high for the best-ranked memory written about all of a
+    reference the conversation resolved (see :func:`relevance`)."""
+    return "high" if level == "medium" and top and reference_overlap >= 0.999 else level
+
+
+def joined(parts: Sequence[str], language: str) -> str:
+    return _SEP.get(language, "; ").join(p for p in parts if p)
+
+
 def should_inject(levels: Sequence[Relevance]) -> bool:
     """Seed 001's rule: inject when one memory is high, or two are medium."""
     return levels.count("high") >= 1 or levels.count("medium") >= 2

@@ -1,7 +1,8 @@
 """``recall()``: one call per turn that finds the memories that matter and explains how (SPEC section 4).
 
-    analyse + expand -> select strategy -> search -> fuse -> dedupe + decay -> rerank -> decide
-    -> newer facts first (:mod:`memroute.retrieval.changes`) -> trace
+    analyse + expand -> select strategy -> search (+ constraints for a request) -> fuse -> dedupe + decay
+    -> rerank -> judge (:mod:`memroute.retrieval.judge`) -> newer facts first (:mod:`memroute.retrieval.changes`)
+    -> trace
 
 Every stage is timed into the trace; the Prometheus metrics of seed 003 are updated on the way out.
 The pipeline is written once, as :func:`recall_steps`, a generator of store calls (:mod:`memroute.stores.calls`):
@@ -26,7 +27,7 @@ from memroute.errors import InputError
 from memroute.llm.frame import query_frame
 from memroute.llm.steps import LlmAssistant
 from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
-from memroute.retrieval import changes, decide
+from memroute.retrieval import changes, constraints, decide, judge
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
@@ -141,22 +142,26 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     if tr is not None:
         time_flt = replace(flt, start=tr.start, end=tr.end - timedelta(microseconds=1))
     t0 = time.perf_counter()
+    need = constraints.request_need(analysis)
     out = yield from search_steps(embedder, queries, params, flt, time_flt, opts.context_weight, opts.parallel,
-                                  opts.max_candidates)
+                                  opts.max_candidates, constraints.constraint_tokens(need.domain) if need else ())
     stages["embed"] = out.embed_ms
     stages["search"] = (time.perf_counter() - t0) * 1000 - out.embed_ms
 
     t0 = time.perf_counter()
-    lists = [s for s in out.lists if s.hits]
+    lists = [s for s in out.lists if s.hits and s.kind != "constraint"]
+    asked = [h.id for s in out.lists if s.kind == "constraint" for h in s.hits[: constraints.PROMOTED]]
     if Fusion(opts.fusion) == Fusion.RRF:
         fused = rrf([s.hits for s in lists], opts.rrf_k, [s.weight for s in lists])
     else:
         fused = weighted_minmax([s.hits for s in lists], [s.weight for s in lists])
     pool = ranked(fused)[: opts.max_candidates + 10]  # room for the near-duplicates dedupe drops
     per_list = {s.name: minmax(s.hits) for s in lists}
-    items = {m.id: m for m in (yield Call("get", ([i for i, _ in pool], owner)))}
+    wanted = list(dict.fromkeys([i for i, _ in pool] + asked))
+    items = {m.id: m for m in (yield Call("get", (wanted, owner)))} if wanted else {}
     pool = [(i, s) for i, s in pool if i in items]
-    vectors = (yield Call("get_vectors", ([i for i, _ in pool], owner))) if pool else {}
+    asked = [i for i in asked if i in items]
+    vectors = (yield Call("get_vectors", ([i for i, _ in pool] + asked, owner))) if pool or asked else {}
     duplicates = near_duplicates([i for i, _ in pool], vectors, opts.dedupe_threshold,
                                  {i: items[i].full_text for i, _ in pool}) \
         if opts.dedupe_threshold is not None else {}
@@ -165,6 +170,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         pool = ranked({i: s * decay_multiplier(items[i].occurred_at, ref_now, params.time_decay_factor)
                        for i, s in pool})
     pool = pool[: opts.max_candidates]
+    pool += [(i, 0.0) for i in asked if i not in {j for j, _ in pool}]  # constraint hits are candidates
     stages["fuse"] = (time.perf_counter() - t0) * 1000
     if not pool:
         searched = ", ".join(f"{s.name} ({len(s.hits)})" for s in out.lists) or "no search ran"
@@ -202,6 +208,17 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     keyword_forms = {k: match_forms([k]) for k in analysis.keywords}
     reference = next((r.resolved for r in analysis.references if r.resolved and r.type != ReferenceType.TEMPORAL),
                      None)
+    found_for_need = {j for j, c in enumerate(candidates) if c.memory.id in set(asked)}
+    order = constraints.promote(order, found_for_need, opts.limit)
+    rank_of = {j: r for r, j in enumerate(order)}
+    judged = None
+    judge_model = judge.judge_for(embedder.model_id) if probs is not None else None
+    if probs is not None and judge_model is not None:  # it reads the reranker's logit; without: fixed rules
+        judged = judge_model.probability(judge.judge_features(
+            [c.cosine for c in candidates], probs, feats[:, FEATURES.index("keyword_overlap")],
+            feats[:, FEATURES.index("bm25")], [rank_of[j] for j in range(len(candidates))],
+            [j in found_for_need for j in range(len(candidates))], analysis.query_type.value))
+    best = max((float(judged[j]) for j in order[: opts.limit]), default=0.0) if judged is not None else 0.0
     chosen = []
     for rank, j in enumerate(order[: opts.limit]):
         c = candidates[j]
@@ -209,19 +226,27 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         body = c.memory.full_text.casefold()
         matched = [k for k, forms in keyword_forms.items() if forms and all(f in body for f in forms)]
         score = float(probs[j]) if probs is not None else c.fused
-        level = decide.relevance(score, c.cosine, fdict["keyword_overlap"], probs is not None,
-                                 fdict["reference_overlap"], top=rank == 0)
+        if judged is not None and judge_model is not None:
+            level = decide.with_reference(judge_model.level(float(judged[j]), best), fdict["reference_overlap"],
+                                          rank == 0)
+        else:
+            level = decide.relevance(score, c.cosine, fdict["keyword_overlap"], probs is not None,
+                                     fdict["reference_overlap"], top=rank == 0)
         scores = {"fused": c.fused, "cosine": c.cosine, **c.scores}
         if probs is not None:
             scores["rerank"] = float(probs[j])
+        if judged is not None:
+            scores["judge"] = float(judged[j])
         why = decide.reason(fdict, matched, speaker_of(c.memory), reference, language, level,
                             float(probs[j]) if probs is not None else None)
+        if j in found_for_need and need is not None:
+            why = decide.joined([need.reason(language), why], language)
         if judgement is not None and j in judgement.judged:
             scores["llm"] = judgement.judged[j]
             score, level, why = judgement.apply(j, score, level, why)
         chosen.append(RecalledMemory(c.memory, score, level, why, scores))
     links = changes.superseded([m.memory for m in chosen], vectors, list(vectors.values()),
-                               [m.relevance != "none" for m in chosen])
+                               [m.relevance != "none" or k < changes.CONTENDERS for k, m in enumerate(chosen)])
     if links:
         moved = changes.newer_first(range(len(chosen)), [m.memory.id for m in chosen], links)
         level_of = {m.memory.id: m.relevance for m in chosen}
@@ -241,9 +266,11 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         str(Fusion(opts.fusion)),
         tuple(CandidateTrace(c.memory.id, c.fused, c.rank, None if probs is None else float(probs[k]),
                              dict(c.scores), dict(zip(FEATURES, map(float, feats[k]), strict=True)),
-                             judgement.final.get(k) if judgement is not None else None)
+                             judgement.final.get(k) if judgement is not None else None, rank_of[k],
+                             None if judged is None else float(judged[k]))
               for k, c in enumerate(candidates)),
-        duplicates, dict(stages), tuple(notes), tuple(llm_records), links)
+        duplicates, dict(stages), tuple(notes), tuple(llm_records), links,
+        {candidates[j].memory.id: need.reason(language) for j in sorted(found_for_need)} if need else {})
     return Recall(text, tuple(chosen), language, trace, opts.pack_chars,
                   judgement.injection_strategy if judgement is not None else None)
 

