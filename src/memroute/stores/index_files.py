@@ -109,7 +109,7 @@ def _load(root: Path, manifest: dict[str, Any], index_id: str, model: tuple[str,
         with np.load(root / f"g{gen}-rows.npz") as z:
             arrays = {k: z[k] for k in z.files}
         words = json.loads((root / f"g{gen}-terms.json").read_text(encoding="utf-8"))
-        meta = {k[2:]: v for k, v in arrays.items() if k.startswith("m__")}
+        meta = {k[3:]: v for k, v in arrays.items() if k.startswith("m__")}
         if any(len(v) != rows for v in meta.values()) or len(arrays["id_off"]) != rows + 1:
             raise StaleIndex("its row columns do not have the manifest's row count")
         postings = (list(words["terms"]), arrays["p_off"], arrays["p_slots"], arrays["p_own"], arrays["p_ctx"])
