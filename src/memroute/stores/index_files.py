@@ -154,7 +154,9 @@ def save(root: Path, index: MemoryIndex, seq: int, index_id: str, model: tuple[s
             old = _read_manifest(root)
         except StaleIndex:
             old = {}
-        gen = int(old.get("generation", 0)) + 1
+        # never the number of files another process may have mapped, even when the manifest is lost
+        numbers = [int(p.name[1:].split("-", 1)[0]) for p in root.glob("g*-*") if p.name[1:].split("-", 1)[0].isdigit()]
+        gen = max([int(old.get("generation", 0)), *numbers]) + 1
         written: list[Path] = []
         try:
             manifest = _write(root, gen, index, written)
