@@ -124,7 +124,6 @@ def _load(root: Path, manifest: dict[str, Any], index_id: str, model: tuple[str,
             index.attach_graph(AnnGraph.view(root / manifest["graph"], dim), int(manifest["graph_rows"]))
         except ValueError as exc:
             raise StaleIndex(f"its graph cannot be read ({exc})") from exc
-    index.changed = False
     return Loaded(index, seq, gen)
 
 
@@ -179,7 +178,6 @@ def save(root: Path, index: MemoryIndex, seq: int, index_id: str, model: tuple[s
             if path.name not in keep:
                 with contextlib.suppress(OSError):
                     path.unlink()
-    index.changed = False
     return gen
 
 

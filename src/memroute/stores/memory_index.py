@@ -85,11 +85,6 @@ class _Ids:
             raise IndexError("ids are set in slot order")
         self._added.append(value)
 
-    def truncate(self, n: int) -> None:
-        if n < self._base:
-            raise IndexError("cannot truncate below the rows read from the index files")
-        del self._added[n - self._base :]
-
     def blob(self, n: int) -> tuple[bytes, npt.NDArray[np.int64]]:
         """Slots ``[0, n)`` as a UTF-8 blob and offsets."""
         added = [s.encode("utf-8") for s in self._added[: max(0, n - self._base)]]
@@ -133,8 +128,6 @@ class MemoryIndex:
         self._graph: AnnGraph | None = None
         self.ann_rows = 0
         """Slots below this are in the graph (by row id); the rest are scanned exactly."""
-        self.changed = False
-        """Set by put/remove (the index files writer clears it)."""
 
     @classmethod
     def from_parts(cls, dimension: int, matrix: npt.NDArray[np.float32], meta: dict[str, npt.NDArray[Any]],
@@ -212,7 +205,6 @@ class MemoryIndex:
             context_tokens: Sequence[str] = ()) -> None:
         self.remove(row)
         self._grow(self._n + 1)
-        self.changed = True
         slot = self._n
         self._n += 1
         self._matrix[slot] = vector
@@ -243,7 +235,6 @@ class MemoryIndex:
             return
         slot = int(self._slot_by_row[row])
         self._slot_by_row[row] = -1
-        self.changed = True
         self._alive[slot] = False
         self._sum_own -= float(self._len_own[slot])
         self._sum_ctx -= float(self._len_ctx[slot])

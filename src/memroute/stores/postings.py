@@ -7,8 +7,6 @@ every posting list from the table. Rows put after the snapshot go to small growa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import numpy.typing as npt
 
@@ -103,6 +101,3 @@ class Postings:
             off = np.concatenate([[0], np.cumsum(counts[used])]).astype(np.int64)
         return (terms, off, slots[order].astype(np.int32), own[order].astype(np.float32),
                 ctx[order].astype(np.float32))
-
-    def terms_added(self) -> Sequence[str]:
-        return list(self._delta)
