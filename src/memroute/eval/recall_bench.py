@@ -19,8 +19,9 @@ How the memories are made:
 The store is then measured in a new process, as a CLI command or a worker start would use it: "open" is
 ``Memory.open`` plus the first recall (which loads the index: from the index files next to the database
 past 50k memories, :mod:`memroute.stores.index_files`), RSS is that process's peak resident memory
-(``ru_maxrss``), and the vector search's recall@10 is its default search against its exact one on the
-same queries (past 100k memories the default is an approximate graph rescored exactly).
+(``ru_maxrss``) after the recalls (before the exact searches of the recall@10 check, which read every
+row), and the vector search's recall@10 is its default search against its exact one on the same queries
+(from 100k memories the default is an approximate graph rescored exactly).
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def measure(db: Path, asks: list[str]) -> dict[str, Any]:
             no_match.append((time.perf_counter() - t) * 1000)
             if r.memories or not r.trace.notes:
                 raise RuntimeError("a filter that matches nothing must give an empty answer that says why")
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # serving, before the exact scans
         vectors = _vector_recall(mem, asks)
         count = mem.store.count()
     finally:
@@ -132,8 +134,7 @@ def measure(db: Path, asks: list[str]) -> dict[str, Any]:
     return {"memories": count, "open_s": round(open_s, 2), "recall_ms": _percentiles(totals),
             "stages_ms": {k: _percentiles(v) for k, v in stages.items()}, "empty_answers": empty,
             "no_match_filter_ms": _percentiles(no_match), "vector": vectors, "queries": len(asks),
-            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
+            "max_rss_mb": round(rss_mb, 1), "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
 def _vector_recall(mem: Memory, asks: list[str]) -> dict[str, Any]:
