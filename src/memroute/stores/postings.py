@@ -1,8 +1,8 @@
 """BM25 postings of the in-memory index: a compact base read from the index files, plus the rows put since.
 
-The base is one CSR table (term -> a run of slots with the term's frequency in each field), memory-mapped
-from the snapshot written by :mod:`memroute.stores.index_files`, so opening a large store does not rebuild
-every posting list from the table. Rows put after the snapshot go to small growable lists per term.
+The base is one CSR table (term -> a run of slots with the term's frequency in each field), read as a few
+arrays from the files written by :mod:`memroute.stores.index_files`, so opening a large store does not
+rebuild a posting list per term from the table's rows. Rows put after the snapshot go to small growable lists per term.
 """
 
 from __future__ import annotations
