@@ -238,3 +238,21 @@ def test_two_processes_opening_the_same_store_at_once(tmp_path: Path) -> None:
     assert store.count() == 1300
     assert_same_answers(store, db)
     store.close()
+
+
+def test_compacting_an_index_read_from_files_keeps_it_exact(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=2400)
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # written to files
+    store.close()
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # read from them
+    store.delete([f"m{i}" for i in range(0, 2400, 2)] + [f"m{i}" for i in range(1, 800, 4)], "o")  # compacts
+    assert store.search_vector(vec(3, 1), SearchFilter(owner="o"), 1)[0].id == "m3"
+    assert store.search_bm25(["m2"], SearchFilter(owner="o"), 5) == []
+    assert_same_answers(store, db)
+    store.close()
+    store = open_store(str(db))
+    assert_same_answers(store, db)
+    store.close()
