@@ -4,10 +4,12 @@ Why in memory: on this project's 2-core machines, brute-force numpy cosine is th
 (0.4 ms at 10k and ~8 ms at 100k 384-d vectors; sqlite-vec was 4-9x slower; STACK.md), and SQLite FTS5's
 BM25 costs ~1.3 µs per matching posting (it looks up every matching row's length), which put its p95 at
 ~20-50 ms on 100k real chat messages, where numpy scores the same postings in ~1-2 ms. The backend's
-tables stay the source of truth: the index is rebuilt from them on open and kept up to date from their
-change log. From 65,536 rows on, a vector search first scans an 8-bit copy of the vectors and rescores
+tables stay the source of truth: the index is kept up to date from their change log, and a large one is
+saved next to the database (:mod:`memroute.stores.index_files`) so that opening it maps files instead of
+reading every row. From 65,536 rows on, a vector search first scans an 8-bit copy of the vectors and rescores
 the best rows exactly, with a bound that proves the answer equals a full float32 scan
-(:mod:`memroute.stores.quantized`; ~1.6x faster at 1M).
+(:mod:`memroute.stores.quantized`; ~1.6x faster at 1M). A large saved index also has an approximate graph
+(:mod:`memroute.stores.ann`) whose candidates are rescored exactly.
 
 BM25 is :mod:`memroute.stores.bm25` (Okapi, two weighted fields). N, n and the average length are taken
 over the whole index (every owner), as in FTS5 and Lucene.
@@ -18,20 +20,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import faiss
 import numpy as np
 import numpy.typing as npt
 
 from memroute.runtime import limit_threads
-from memroute.stores import bm25, quantized
+from memroute.stores import ann, bm25, quantized
+from memroute.stores.ann import AnnGraph
+from memroute.stores.postings import Csr, Postings
 from memroute.times import to_micros
 from memroute.types import MemoryItem, MemoryKind, ScoredId, SearchFilter
 
 _KINDS = {k: i for i, k in enumerate(MemoryKind)}
 limit_threads()
 _META = ("_alive", "_owner", "_session", "_kind", "_sens", "_occurred", "_expires", "_archived", "_len_own",
-         "_len_ctx")
+         "_len_ctx", "_row")
 
 
 NO_TIME = np.iinfo(np.int64).min
@@ -60,32 +65,46 @@ class RowMeta:
                    NEVER if m.expires_at is None else to_micros(m.expires_at), m.archived)
 
 
-class _Postings:
-    """One term's postings: slots with the term's frequency in each field, in growable arrays."""
+class _Ids:
+    """Memory ids by slot: a UTF-8 blob with offsets for the rows read from the index files, a list after."""
 
-    __slots__ = ("ctx", "n", "own", "slots")
+    def __init__(self, blob: npt.NDArray[np.uint8] | None = None, offsets: npt.NDArray[np.int64] | None = None) -> None:
+        self._blob = blob if blob is not None else np.empty(0, dtype=np.uint8)
+        self._off = offsets if offsets is not None else np.zeros(1, dtype=np.int64)
+        self._base = len(self._off) - 1
+        self._added: list[str] = []
 
-    def __init__(self) -> None:
-        self.n = 0
-        self.slots = np.empty(4, dtype=np.int32)
-        self.own = np.empty(4, dtype=np.float32)
-        self.ctx = np.empty(4, dtype=np.float32)
+    def __getitem__(self, slot: int) -> str:
+        if slot < self._base:
+            return bytes(self._blob[int(self._off[slot]) : int(self._off[slot + 1])]).decode("utf-8")
+        return self._added[slot - self._base]
 
-    def add(self, slot: int, own: int, ctx: int) -> None:
-        if self.n == len(self.slots):
-            self.slots = np.resize(self.slots, self.n * 2)
-            self.own = np.resize(self.own, self.n * 2)
-            self.ctx = np.resize(self.ctx, self.n * 2)
-        self.slots[self.n], self.own[self.n], self.ctx[self.n] = slot, own, ctx
-        self.n += 1
+    def set(self, slot: int, value: str) -> None:
+        """Set the id of ``slot``, the next one to be used."""
+        if slot - self._base != len(self._added):
+            raise IndexError("ids are set in slot order")
+        self._added.append(value)
+
+    def blob(self, n: int) -> tuple[bytes, npt.NDArray[np.int64]]:
+        """Slots ``[0, n)`` as a UTF-8 blob and offsets."""
+        added = [s.encode("utf-8") for s in self._added[: max(0, n - self._base)]]
+        lengths = np.fromiter((len(b) for b in added), dtype=np.int64, count=len(added))
+        off = np.concatenate([self._off[: min(n, self._base) + 1],
+                              int(self._off[min(n, self._base)]) + np.cumsum(lengths)]).astype(np.int64)
+        return bytes(self._blob[: int(self._off[min(n, self._base)])]) + b"".join(added), off
 
 
 class MemoryIndex:
-    """Rows keyed by the backend's integer row id; ``put`` replaces, ``remove`` deletes."""
+    """Rows keyed by the backend's integer row id; ``put`` replaces, ``remove`` deletes.
+
+    Vectors may live in a memory-mapped file (:mod:`memroute.stores.index_files`, copy-on-write: the file
+    never changes under the index), and an approximate graph (:mod:`memroute.stores.ann`) over the rows below
+    ``ann_rows`` may serve as a first pass, rescored exactly (:meth:`attach_graph`).
+    """
 
     def __init__(self, dimension: int, capacity: int = 1024) -> None:
         self.dimension = dimension
-        self._matrix = np.zeros((capacity, dimension), dtype=np.float32)
+        self._matrix: npt.NDArray[np.float32] = np.zeros((capacity, dimension), dtype=np.float32)
         self._n = 0
         self._alive = np.zeros(capacity, dtype=bool)
         self._owner = np.zeros(capacity, dtype=np.int32)
@@ -97,15 +116,63 @@ class MemoryIndex:
         self._archived = np.zeros(capacity, dtype=bool)
         self._len_own = np.zeros(capacity, dtype=np.float32)
         self._len_ctx = np.zeros(capacity, dtype=np.float32)
-        self._ids: list[str] = [""] * capacity
-        self._slot_of_row: dict[int, int] = {}
+        self._row = np.zeros(capacity, dtype=np.int64)
+        self._ids = _Ids()
+        self._slot_by_row = np.full(1024, -1, dtype=np.int64)
         self._codes: dict[str, int] = {"": 0}
-        self._owner_slots: dict[int, list[int]] = {}
-        self._postings: dict[str, _Postings] = {}
+        self._postings = Postings()
         self._sum_own = 0.0
         self._sum_ctx = 0.0
         self._dead = 0
         self._quantized = quantized.QuantizedCopy(dimension)
+        self._graph: AnnGraph | None = None
+        self.ann_rows = 0
+        """Slots below this are in the graph (by row id); the rest are scanned exactly."""
+
+    @classmethod
+    def from_parts(cls, dimension: int, matrix: npt.NDArray[np.float32], meta: dict[str, npt.NDArray[Any]],
+                   codes: list[str], ids: tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]], postings: Csr,
+                   headroom: int) -> MemoryIndex:
+        """An index over ``n`` rows read from files: ``matrix`` has room for ``headroom`` more rows."""
+        n = len(meta["_alive"])
+        index = cls(dimension, capacity=1)
+        index._matrix = matrix
+        for name in _META:
+            arr = np.zeros(n + headroom, dtype=getattr(index, name).dtype)
+            arr[:n] = meta[name]
+            setattr(index, name, arr)
+        index._n = n
+        index._codes = {c: i for i, c in enumerate(codes)}
+        index._ids = _Ids(*ids)
+        index._postings = Postings(postings)
+        alive = index._alive[:n]
+        index._dead = int(n - np.count_nonzero(alive))
+        index._sum_own = float(np.sum(index._len_own[:n][alive], dtype=np.float64))
+        index._sum_ctx = float(np.sum(index._len_ctx[:n][alive], dtype=np.float64))
+        rows = index._row[:n][alive]
+        index._slot_by_row = np.full(int(rows.max(initial=0)) + 1024, -1, dtype=np.int64)
+        index._slot_by_row[rows] = np.flatnonzero(alive)
+        return index
+
+    def parts(self) -> tuple[npt.NDArray[np.float32], dict[str, npt.NDArray[Any]], list[str],
+                             tuple[bytes, npt.NDArray[np.int64]], Csr]:
+        """What :meth:`from_parts` takes: rows ``[0, n)``, for writing the index files."""
+        codes = sorted(self._codes, key=self._codes.__getitem__)
+        return (self._matrix[: self._n], {name: getattr(self, name)[: self._n] for name in _META}, codes,
+                self._ids.blob(self._n), self._postings.csr())
+
+    @property
+    def rows(self) -> int:
+        """Slots used, deleted rows included (the next slot to be written)."""
+        return self._n
+
+    @property
+    def graph(self) -> AnnGraph | None:
+        return self._graph
+
+    def attach_graph(self, graph: AnnGraph | None, rows: int) -> None:
+        """Use ``graph`` (keys: row ids) for slots below ``rows``; ``None`` goes back to the exact scan."""
+        self._graph, self.ann_rows = graph, (rows if graph is not None else 0)
 
     def __len__(self) -> int:
         return self._n - self._dead
@@ -118,16 +185,20 @@ class MemoryIndex:
         return code
 
     def _grow(self, needed: int) -> None:
+        if needed > len(self._matrix):
+            cap = len(self._matrix)
+            new = np.zeros((max(needed, cap * 2), self.dimension), dtype=np.float32)
+            new[: self._n] = self._matrix[: self._n]
+            self._matrix = new
         cap = len(self._alive)
         if needed <= cap:
             return
         new_cap = max(needed, cap * 2)
-        for name in ("_matrix", *_META):
+        for name in _META:
             old = getattr(self, name)
-            new = np.zeros((new_cap, *old.shape[1:]), dtype=old.dtype)
-            new[:cap] = old
-            setattr(self, name, new)
-        self._ids.extend([""] * (new_cap - cap))
+            arr = np.zeros(new_cap, dtype=old.dtype)
+            arr[:cap] = old
+            setattr(self, name, arr)
 
     # ---------------------------------------------------------------------------------------- writing
     def put(self, row: int, meta: RowMeta, vector: npt.NDArray[np.float32], tokens: Sequence[str] = (),
@@ -138,31 +209,32 @@ class MemoryIndex:
         self._n += 1
         self._matrix[slot] = vector
         self._alive[slot] = True
-        owner = self._code("o:" + meta.owner)
-        self._owner[slot] = owner
+        self._owner[slot] = self._code("o:" + meta.owner)
         self._session[slot] = self._code("s:" + meta.session_id) if meta.session_id else 0
         self._kind[slot] = _KINDS[meta.kind]
         self._sens[slot] = meta.sensitivity
         self._occurred[slot] = meta.occurred_at
         self._expires[slot] = meta.expires_at
         self._archived[slot] = meta.archived
-        self._ids[slot] = meta.id
-        self._slot_of_row[row] = slot
-        self._owner_slots.setdefault(owner, []).append(slot)
+        self._row[slot] = row
+        self._ids.set(slot, meta.id)
+        if row >= len(self._slot_by_row):
+            grown = np.full(max(row + 1, 2 * len(self._slot_by_row)), -1, dtype=np.int64)
+            grown[: len(self._slot_by_row)] = self._slot_by_row
+            self._slot_by_row = grown
+        self._slot_by_row[row] = slot
         own, ctx = Counter(tokens), Counter(context_tokens)
         self._len_own[slot], self._len_ctx[slot] = len(tokens), len(context_tokens)
         self._sum_own += len(tokens)
         self._sum_ctx += len(context_tokens)
         for term in own.keys() | ctx.keys():
-            postings = self._postings.get(term)
-            if postings is None:
-                postings = self._postings[term] = _Postings()
-            postings.add(slot, own.get(term, 0), ctx.get(term, 0))
+            self._postings.add(term, slot, own.get(term, 0), ctx.get(term, 0))
 
     def remove(self, row: int) -> None:
-        slot = self._slot_of_row.pop(row, None)
-        if slot is None:
+        if row >= len(self._slot_by_row) or self._slot_by_row[row] < 0:
             return
+        slot = int(self._slot_by_row[row])
+        self._slot_by_row[row] = -1
         self._alive[slot] = False
         self._sum_own -= float(self._len_own[slot])
         self._sum_ctx -= float(self._len_ctx[slot])
@@ -175,30 +247,33 @@ class MemoryIndex:
         live = np.flatnonzero(self._alive[: self._n])
         new_slot = np.full(self._n, -1, dtype=np.int64)
         new_slot[live] = np.arange(len(live))
-        for name in ("_matrix", *_META):
+        matrix = np.zeros((len(live) + 1024, self.dimension), dtype=np.float32)
+        for start in range(0, len(live), 65_536):  # a memory-mapped matrix is never written over
+            part = live[start : start + 65_536]
+            matrix[start : start + len(part)] = self._matrix[part]
+        self._matrix = matrix
+        for name in _META:
             arr = getattr(self, name)
             arr[: len(live)] = arr[live]
             arr[len(live) : self._n] = 0
-        self._ids = [self._ids[s] for s in live] + [""] * (len(self._ids) - len(live))
-        self._slot_of_row = {row: int(new_slot[slot]) for row, slot in self._slot_of_row.items()}
-        for term in list(self._postings):
-            p = self._postings[term]
-            mapped = new_slot[p.slots[: p.n]]
-            keep = mapped >= 0
-            if not keep.any():
-                del self._postings[term]
-                continue
-            p.slots, p.own, p.ctx = mapped[keep].astype(np.int32), p.own[: p.n][keep], p.ctx[: p.n][keep]
-            p.n = len(p.slots)
+        ids = [self._ids[int(s)] for s in live]
+        self._ids = _Ids()
+        for slot, value in enumerate(ids):
+            self._ids.set(slot, value)
+        self._postings = Postings(self._postings.csr(new_slot))
+        self._slot_by_row[:] = -1
+        self._slot_by_row[self._row[: len(live)]] = np.arange(len(live))
+        self.ann_rows = int(np.count_nonzero(live < self.ann_rows))  # compaction keeps the slots' order
         self._n = len(live)
         self._dead = 0
         self._quantized.reset()
-        self._owner_slots = {}
-        for slot in range(self._n):
-            self._owner_slots.setdefault(int(self._owner[slot]), []).append(slot)
 
     # ---------------------------------------------------------------------------------------- reading
-    def search_vector(self, query: npt.NDArray[np.float32], flt: SearchFilter, limit: int) -> list[ScoredId]:
+    def search_vector(self, query: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
+                      exact: bool = False) -> list[ScoredId]:
+        """The ``limit`` rows nearest ``query`` that pass ``flt``. Scores are always exact; the rows are the
+        exact top ``limit`` if ``exact`` or if no graph is attached, else those of the graph's first pass
+        (recall@10 against exact search: docs/benchmarks.md)."""
         slots = self._owner_candidates(flt)
         if slots is None or limit <= 0:
             return []
@@ -212,18 +287,43 @@ class MemoryIndex:
         # for more until enough do. Exact: every qualifying row above the k-th best of all rows is seen.
         allowed = np.zeros(self._n, dtype=bool)
         allowed[slots] = True
+        if self._graph is not None and not exact:
+            found = self._search_graph(query, allowed, limit, slots.size)
+            if found is not None:
+                return found
         if self._n >= quantized.MIN_ROWS:
             return self._search_quantized(query, allowed, limit)
         matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
         k = min(self._n, limit + 32 + limit * (self._n // max(slots.size, 1)))
         while True:
-            scores, found = faiss.knn(q, matrix, k, metric=faiss.METRIC_INNER_PRODUCT)
-            found, scores = found[0], scores[0]
-            keep = (found >= 0) & allowed[np.maximum(found, 0)]
+            scores, found_slots = faiss.knn(q, matrix, k, metric=faiss.METRIC_INNER_PRODUCT)
+            found_slots, scores = found_slots[0], scores[0]
+            keep = (found_slots >= 0) & allowed[np.maximum(found_slots, 0)]
             if int(keep.sum()) >= limit or k >= self._n:
                 # rows tied with the k-th score may be cut at the boundary; re-rank what is kept
-                return self._top(found[keep], scores[keep], limit)
+                return self._top(found_slots[keep], scores[keep], limit)
             k = min(self._n, k * 4)
+
+    def _search_graph(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], limit: int,
+                      qualifying: int) -> list[ScoredId] | None:
+        """The graph's candidates and every row added after it, rescored exactly; ``None`` if too few pass."""
+        assert self._graph is not None
+        want = max(ann.CANDIDATES, 4 * limit) * max(1, self._n // max(qualifying, 1))
+        keys = self._graph.search(query, want)
+        keys = keys[(keys >= 0) & (keys < len(self._slot_by_row))]
+        from_graph = self._slot_by_row[keys]
+        from_graph = from_graph[from_graph >= 0]
+        from_graph = from_graph[allowed[from_graph]]
+        if from_graph.size < min(limit, qualifying):
+            return None
+        cand = np.unique(from_graph[from_graph < self.ann_rows])  # re-put rows come from the exact part
+        scores = self._matrix[cand] @ query
+        if self.ann_rows < self._n:  # rows the graph has not seen yet: an exact scan of one slice
+            tail = np.arange(self.ann_rows, self._n)
+            keep = allowed[self.ann_rows : self._n]
+            cand = np.concatenate([cand, tail[keep]])
+            scores = np.concatenate([scores, (self._matrix[self.ann_rows : self._n] @ query)[keep]])
+        return self._top(cand, scores, limit)
 
     def _search_quantized(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_],
                           limit: int) -> list[ScoredId]:
@@ -255,8 +355,8 @@ class MemoryIndex:
             p = self._postings.get(term)
             if p is None:
                 continue
-            slots = p.slots[: p.n]
-            tf = w_own * p.own[: p.n] + w_ctx * p.ctx[: p.n]
+            slots = p[0]
+            tf = w_own * p[1] + w_ctx * p[2]
             use = self._alive[slots] & (tf > 0)
             df = int(np.count_nonzero(use))
             if df == 0:
@@ -276,9 +376,6 @@ class MemoryIndex:
         owner = self._codes.get("o:" + flt.owner)
         if owner is None:
             return None
-        owner_slots = self._owner_slots.get(owner, [])
-        if len(owner_slots) * 3 < self._n:
-            return np.fromiter(owner_slots, dtype=np.int64, count=len(owner_slots))
         return np.flatnonzero(self._owner[: self._n] == owner)
 
     def _top(self, slots: npt.NDArray[np.integer], scores: npt.NDArray[np.floating], limit: int) -> list[ScoredId]:

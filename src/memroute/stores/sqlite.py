@@ -21,7 +21,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from tqdm import tqdm
 
 from memroute.errors import (
     ModelMismatchError,
@@ -37,6 +39,7 @@ from memroute.errors import (
     StoreLockedError,
     StoreReadOnlyError,
 )
+from memroute.stores import index_files
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.memory_index import NEVER, NO_TIME, MemoryIndex, RowMeta
 from memroute.stores.migrations.sqlite import MIGRATIONS
@@ -98,8 +101,12 @@ def _token_text(tokens: Sequence[str]) -> str:
 class SQLiteStore:
     """A :class:`memroute.stores.base.Store` on one SQLite file."""
 
-    def __init__(self, path: str, busy_timeout_ms: int = 5000, read_only: bool = False) -> None:
+    def __init__(self, path: str, busy_timeout_ms: int = 5000, read_only: bool = False,
+                 index_files_min_rows: int = index_files.FILES_MIN_ROWS) -> None:
         self.path = path
+        self.index_files_min_rows = index_files_min_rows
+        self._files_root = None if path == ":memory:" else index_files.index_dir(path)
+        self._unsaved = 0
         self.url = "sqlite://:memory:" if path == ":memory:" else f"sqlite:///{path}"
         self.read_only = read_only
         self._lock = threading.RLock()
@@ -341,11 +348,13 @@ class SQLiteStore:
         with self._lock:
             return self._sync_index().search_bm25(terms, _with_now(flt), limit, weights)
 
-    def search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int) -> list[ScoredId]:
+    def search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
+                      exact: bool | None = None) -> list[ScoredId]:
+        """Nearest memories; a large store's first pass is approximate (rescored exactly) unless ``exact``."""
         dim = self._dimension()
         q = checked_vector(vector, dim, "the query vector")
         with self._lock:
-            return self._sync_index().search_vector(q, _with_now(flt), limit)
+            return self._sync_index().search_vector(q, _with_now(flt), limit, exact=bool(exact))
 
     def search_time(self, flt: SearchFilter, limit: int) -> list[ScoredId]:
         if flt.start is None and flt.end is None:
@@ -362,10 +371,14 @@ class SQLiteStore:
             if self._index is not None and latest == self._index_seq:
                 return self._index
             oldest = self._conn.execute("SELECT min(seq) FROM index_changes").fetchone()[0]
-            if self._index is None or (oldest is not None and oldest > self._index_seq + 1):
-                index = MemoryIndex(self._dimension())
-                self._load_rows(index, "m.rowid > 0", ())
-            else:
+            if self._index is None:
+                self._index, self._index_seq = self._open_index(latest, oldest)
+            if oldest is not None and oldest > self._index_seq + 1:
+                log.warning("rebuilding the search index of %s from its table: it missed changes the change log "
+                            "no longer holds", self.path)
+                self._index, self._index_seq = self._build_index(), int(latest)
+                self._unsaved = -1
+            elif self._index_seq < latest:
                 index = self._index
                 changed = [r[0] for r in self._conn.execute(
                     "SELECT DISTINCT row FROM index_changes WHERE seq > ?", (self._index_seq,))]
@@ -373,10 +386,73 @@ class SQLiteStore:
                     for row in chunk:
                         index.remove(row)
                     self._load_rows(index, f"m.rowid IN ({','.join('?' * len(chunk))})", chunk)
-        self._index, self._index_seq = index, int(latest)
+                self._index_seq = int(latest)
+                self._unsaved += len(changed) if self._unsaved >= 0 else 0
+        self._save_index()
+        return self._index
+
+    def _open_index(self, latest: int, oldest: int | None) -> tuple[MemoryIndex, int]:
+        """The index from its files if they can be trusted, else built from the table."""
+        root, index_id = self._files_root, self._index_id()
+        if root is not None and index_id is not None:
+            try:
+                loaded = index_files.load(root, index_id, (self._model_id(), self._dimension()), int(latest), oldest)
+                self._unsaved = 0
+                return loaded.index, loaded.seq
+            except index_files.StaleIndex as exc:
+                if root.exists():
+                    log.warning("rebuilding the search index of %s from its table: the index files in %s cannot "
+                                "be used: %s", self.path, root, exc)
+        self._unsaved = -1
+        return self._build_index(), int(latest)
+
+    def _build_index(self) -> MemoryIndex:
+        index = MemoryIndex(self._dimension())
+        total = self.count()
+        with tqdm(total=total, desc="memroute: search index", unit="rows",
+                  disable=None if total >= index_files.GRAPH_MIN_ROWS // 4 else True) as bar:
+            self._load_rows(index, "m.rowid > 0", (), bar.update)
         return index
 
-    def _load_rows(self, index: MemoryIndex, where: str, params: Sequence[Any]) -> None:
+    def _save_index(self) -> None:
+        """Write the index files when the index is large and they lag (-1: never written from this index)."""
+        index, root = self._index, self._files_root
+        if index is None or root is None or self.read_only or len(index) < self.index_files_min_rows:
+            return
+        due = max(index_files.GRAPH_EXTEND_ROWS, index.rows // 20)
+        if self._unsaved >= 0 and self._unsaved < due:
+            return
+        try:
+            index_id = self._index_id(create=True)
+            assert index_id is not None
+            gen = index_files.save(root, index, self._index_seq, index_id, (self._model_id(), self._dimension()))
+            if gen is not None:
+                reloaded = index_files.load(root, index_id, (self._model_id(), self._dimension()), self._index_seq,
+                                            None)
+                self._index, self._unsaved = reloaded.index, 0
+        except (OSError, index_files.StaleIndex, StoreError) as exc:
+            log.warning("could not write the search index files of %s (%s); searching from memory, the files "
+                        "are written again later", self.path, exc)
+            self._unsaved = 0
+
+    def _index_id(self, create: bool = False) -> str | None:
+        """The random id that ties index files to this database (``meta.index_id``)."""
+        if self._files_root is None:
+            return None
+        rows = self._read("read settings", "SELECT value FROM meta WHERE key = 'index_id'")
+        if rows or not create or self.read_only:
+            return str(rows[0][0]) if rows else None
+        with self._write("record the index id") as conn:
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('index_id', ?)", (uuid.uuid4().hex,))
+        return self._index_id()
+
+    def _model_id(self) -> str:
+        self._dimension()
+        assert self._model is not None
+        return self._model[0]
+
+    def _load_rows(self, index: MemoryIndex, where: str, params: Sequence[Any],
+                   progress: Callable[[int], object] | None = None) -> None:
         """Put rows of every owner into the index. A row that cannot be read (written by hand, or by a bug) is
         left out of the index and logged: it must never fail the searches of the other owners."""
         cur = self._conn.execute("SELECT m.rowid, owner, id, session_id, kind, sensitivity, occurred_at, expires_at, "
@@ -399,6 +475,8 @@ class SQLiteStore:
                                 self.path, exc)
                     continue
                 index.put(int(rowid), meta, vector, tokens, context)
+            if progress is not None:
+                progress(len(batch))
 
     # ---------------------------------------------------------------------------- conversation log
     def add_messages(self, messages: Sequence[Message]) -> None:

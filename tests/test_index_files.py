@@ -1,0 +1,258 @@
+"""The SQLite store's saved search index: used when it matches the table, repaired when it does not.
+
+Real files, real subprocesses (kill -9, a file-size limit, two at once). Small thresholds stand in for the
+production ones (50k rows for the files, 100k for the graph) so that each case runs in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memroute.stores import index_files
+from memroute.stores.sqlite import SQLiteStore
+from memroute.types import ScoredId, SearchFilter
+from tests.index_files_support import DIM, MODEL, open_store, records
+
+ROOT = str(Path(__file__).resolve().parents[1])
+PRELUDE = textwrap.dedent(f"""
+    import sys
+    sys.path[:0] = [{ROOT!r} + "/src", {ROOT!r}]
+    from tests.index_files_support import open_store, records, small_thresholds
+    from memroute.types import SearchFilter
+    small_thresholds()
+""")
+
+
+@pytest.fixture(autouse=True)
+def thresholds(monkeypatch: pytest.MonkeyPatch) -> None:  # as small_thresholds(), undone after the test
+    monkeypatch.setattr(index_files, "GRAPH_MIN_ROWS", 300)
+    monkeypatch.setattr(index_files, "GRAPH_EXTEND_ROWS", 100)
+
+
+def vec(i: int, seed: int) -> np.ndarray:
+    vector: np.ndarray = records(i, 1, seed)[0].vector
+    return vector
+
+
+def filled(path: Path, n: int = 1200, seed: int = 1) -> None:
+    store = open_store(str(path))
+    store.upsert(records(0, n, seed))
+    store.close()
+
+
+def memory_only(path: Path) -> SQLiteStore:
+    """The same database searched from an index built from its table alone (the reference)."""
+    store = SQLiteStore(str(path), index_files_min_rows=10**9)
+    store._files_root = None  # neither read nor written
+    store.bind_model(MODEL, DIM)
+    return store
+
+
+def assert_same_answers(store: SQLiteStore, path: Path, queries: int = 20) -> None:
+    ref = memory_only(path)
+    flt = SearchFilter(owner="o")
+    rng = np.random.default_rng(99)
+    found = 0
+    try:
+        assert store.count() == ref.count()
+        for i in range(queries):
+            q = rng.standard_normal(DIM).astype(np.float32)
+            q /= np.linalg.norm(q)
+            same(store.search_vector(q, flt, 10, exact=True), ref.search_vector(q, flt, 10))
+            approx = {h.id for h in store.search_vector(q, flt, 10)}
+            found += len(approx & {h.id for h in ref.search_vector(q, flt, 10)})
+            words = [f"w{i}", f"v{i % 13}", f"m{i * 7}"]
+            same(store.search_bm25(words, flt, 10), ref.search_bm25(words, flt, 10))
+        assert found >= 0.9 * 10 * queries  # the graph's first pass, rescored exactly
+    finally:
+        ref.close()
+
+
+def same(got: list[ScoredId], want: list[ScoredId]) -> None:
+    """The same ids in the same order, the same scores up to float32 summation order."""
+    assert [h.id for h in got] == [h.id for h in want]
+    assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+
+
+def rebuild_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "rebuilding the search index" in r.getMessage()]
+
+
+def test_saved_index_is_used_on_open_and_equals_the_table(tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds and writes the files
+    manifest = json.loads((index_files.index_dir(str(db)) / "manifest.json").read_text())
+    assert manifest["rows"] == 1200 and manifest["graph_rows"] == 1200
+    store.upsert(records(1200, 150, 2))  # after the files: read from the change log
+    store.delete(["m3", "m4"], "o")
+    store.close()
+    caplog.set_level(logging.INFO, "memroute.store")
+    store = open_store(str(db))
+    hits = store.search_vector(vec(1210, 2), SearchFilter(owner="o"), 1)
+    assert hits[0].id == "m1210" and rebuild_lines(caplog) == []
+    assert store.search_bm25(["m3"], SearchFilter(owner="o"), 5) == []
+    assert_same_answers(store, db)
+    store.close()
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "model", "dimension", "other store", "newer"])
+def test_damaged_index_files_are_rebuilt_from_the_table(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                        damage: str) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+    store.close()
+    root = index_files.index_dir(str(db))
+    manifest = json.loads((root / "manifest.json").read_text())
+    vectors = root / next(n for n in manifest["files"] if n.endswith("vectors.f32"))
+    if damage == "delete":
+        vectors.unlink()
+    elif damage == "truncate":
+        os.truncate(root / next(n for n in manifest["files"] if n.endswith("rows.npz")), 100)
+    elif damage in ("model", "dimension", "newer"):
+        key, value = {"model": ("model_id", "other-model"), "dimension": ("dimension", 64),
+                      "newer": ("seq", manifest["seq"] + 5)}[damage]
+        (root / "manifest.json").write_text(json.dumps({**manifest, key: value}))
+    else:  # the files of another database with the same rows
+        other = tmp_path / "other.db"
+        filled(other)
+        s = open_store(str(other))
+        s.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+        s.close()
+        for p in root.iterdir():
+            p.unlink()
+        for p in index_files.index_dir(str(other)).iterdir():
+            (root / p.name).write_bytes(p.read_bytes())
+    caplog.set_level(logging.INFO, "memroute.store")
+    store = open_store(str(db))
+    assert store.search_vector(vec(7, 1), SearchFilter(owner="o"), 1)[0].id == "m7"
+    why = {"delete": "missing", "truncate": "truncated", "model": "other-model", "dimension": "64-d",
+           "other store": "another database", "newer": "past the table's last change"}[damage]
+    lines = rebuild_lines(caplog)
+    assert len(lines) == 1 and why in lines[0], lines
+    assert_same_answers(store, db)
+    store.close()
+    caplog.clear()
+    store = open_store(str(db))  # repaired: the next open trusts the files again
+    store.search_vector(vec(7, 1), SearchFilter(owner="o"), 1)
+    assert rebuild_lines(caplog) == []
+    store.close()
+
+
+def run_script(body: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(body), *args], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_kill_during_index_writes_loses_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    writer = """
+        import sys
+        store = open_store(sys.argv[1])
+        i = 0
+        while True:  # every batch is searched, and every few batches the files are written again
+            store.upsert(records(i, 150, 3))
+            store.search_vector(records(i, 1, 3)[0].vector, SearchFilter(owner="o"), 3)
+            print(i + 150, flush=True)
+            i += 150
+    """
+    rng = np.random.default_rng(4)
+    for _round in range(3):
+        proc = run_script(writer, str(db))
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while int(proc.stdout.readline() or 0) < 600 and time.monotonic() < deadline:
+            pass
+        time.sleep(float(rng.uniform(0.0, 1.5)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    store = open_store(str(db))
+    n = store.count()
+    assert n >= 600
+    for i in (0, n // 2, n - 1):  # the last batch committed is there and found
+        assert store.search_vector(records(i, 1, 3)[0].vector, SearchFilter(owner="o"), 1)[0].id == f"m{i}"
+    assert_same_answers(store, db)
+    store.close()
+
+
+def test_a_full_disk_while_writing_the_files_leaves_the_store_working(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    limited = """
+        import resource, signal, sys, logging
+        logging.basicConfig(level=logging.WARNING)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+        store = open_store(sys.argv[1])
+        hit = store.search_vector(records(7, 1, 1)[0].vector, SearchFilter(owner="o"), 1)[0]
+        print(hit.id, store.count())
+    """
+    proc = run_script(limited, str(db))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.split() == ["m7", "1200"]
+    assert "could not write the search index files" in err
+    root = index_files.index_dir(str(db))
+    assert not (root / "manifest.json").exists()
+    assert [p.name for p in root.iterdir()] in (["lock"], [])  # the partial files were removed
+    store = open_store(str(db))
+    assert_same_answers(store, db)
+    store.close()
+    assert (root / "manifest.json").exists()
+
+
+def test_two_processes_opening_the_same_store_at_once(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db)
+    both = """
+        import sys
+        store = open_store(sys.argv[1])
+        start = int(sys.argv[2])
+        store.search_vector(records(0, 1, 1)[0].vector, SearchFilter(owner="o"), 3)
+        store.upsert(records(start, 50, 5))
+        hits = [store.search_vector(r.vector, SearchFilter(owner="o"), 1)[0].id for r in records(start, 50, 5)]
+        print(sum(h == "m%d" % i for h, i in zip(hits, range(start, start + 50))), store.count())
+    """
+    procs = [run_script(both, str(db), str(start)) for start in (5000, 6000)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        found, count = map(int, out.split())
+        assert found == 50 and count >= 1250
+    store = open_store(str(db))
+    assert store.count() == 1300
+    assert_same_answers(store, db)
+    store.close()
+
+
+def test_compacting_an_index_read_from_files_keeps_it_exact(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=2400)
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # written to files
+    store.close()
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # read from them
+    store.delete([f"m{i}" for i in range(0, 2400, 2)] + [f"m{i}" for i in range(1, 800, 4)], "o")  # compacts
+    assert store.search_vector(vec(3, 1), SearchFilter(owner="o"), 1)[0].id == "m3"
+    assert store.search_bm25(["m2"], SearchFilter(owner="o"), 5) == []
+    assert_same_answers(store, db)
+    store.close()
+    store = open_store(str(db))
+    assert_same_answers(store, db)
+    store.close()
