@@ -27,6 +27,7 @@ from memroute.retrieval.orchestrator import recall_steps
 from memroute.stores import AsyncStore, MemoryRecord, Store, StoreStats, is_postgres_url, open_async_store, open_store
 from memroute.stores.calls import Call, Gather, Steps, run_steps, run_steps_async
 from memroute.text import detect_language, tokenize
+from memroute.times import checked_range
 from memroute.types import (
     Hit,
     MemoryItem,
@@ -194,10 +195,11 @@ class MemoryCore:
             kind_values = tuple(MemoryKind(k) for k in kinds) if kinds else None
         except ValueError as exc:
             raise InputError(f"{exc}; kinds: {', '.join(k.value for k in MemoryKind)}") from None
+        first, last = checked_range(start, end)
         return SearchFilter(owner=owner or self.owner, session_id=session, kinds=kind_values,
-                            max_sensitivity=Sensitivity.parse(max_sensitivity), start=as_utc(start),
-                            end=as_utc(end), include_expired=include_expired, include_archived=include_archived,
-                            now=as_utc(now))
+                            max_sensitivity=Sensitivity.parse(max_sensitivity), start=first, end=last,
+                            include_expired=include_expired, include_archived=include_archived,
+                            now=as_utc(now, "now"))
 
     def _search_steps(self, text: str, *, mode: str = "hybrid", limit: int = 10, owner: str | None = None,
                       session: str | None = None, **filters: Any) -> Steps[builtins.list[Hit]]:
