@@ -203,3 +203,14 @@ def test_postgres_reads_times_in_utc_whatever_the_server_zone(pg_server: object)
         assert [h.id for h in store.search_bm25(["kiwi"], SearchFilter(owner="alice"), 5)] == ["ok"]
     finally:
         store.close()
+
+
+def test_a_range_that_ends_before_it_starts_is_an_input_error(mem: Memory) -> None:
+    """``start`` after ``end`` matches nothing by construction: a caller's mistake, said so, not an empty answer."""
+    start, end = "2025-01-02T00:00:00Z", "2025-01-01T23:59:59.999999Z"
+    with pytest.raises(InputError, match=r"start .* is after end"):
+        mem.search("budget", start=start, end=end)
+    with pytest.raises(InputError, match=r"start .* is after end"):
+        mem.list(start=start, end=end)
+    # one instant is a range: start == end is allowed
+    assert mem.list(start=end, end=end) == []

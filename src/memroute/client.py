@@ -20,6 +20,8 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import enum
+import functools
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +37,7 @@ from memroute.retrieval import RecallOptions
 from memroute.routing.agents import agent_from_dict, agent_to_dict
 from memroute.service.schemas import HitOut, ImportOut, MemoryOut, MessageOut, RecallOptionsIn
 from memroute.types import Agent, Hit, MemoryItem, Message, Sensitivity
+from memroute.validate import count
 
 T = TypeVar("T")
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -96,6 +99,34 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
+def _arguments(build: Callable[..., _Plan[T]]) -> Callable[..., _Plan[T]]:
+    """A plan builder whose bad arguments (an int where an id goes, a set in metadata) are an ``InputError``:
+    building a plan only converts arguments, so anything else it raises is the caller's value."""
+
+    @functools.wraps(build)
+    def checked(*args: Any, **kwargs: Any) -> _Plan[T]:
+        try:
+            return build(*args, **kwargs)
+        except MemrouteError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise InputError(f"bad argument to {build.__name__}: {exc}") from None
+
+    return checked
+
+
+def _request(http: httpx.Client | httpx.AsyncClient, call: _Call) -> httpx.Request:
+    """The HTTP request of ``call``, its body as strict JSON (no NaN, valid Unicode) or an ``InputError``."""
+    try:
+        content = None if call.json is None else json.dumps(call.json, ensure_ascii=False, allow_nan=False,
+                                                            separators=(",", ":")).encode("utf-8")
+        return http.build_request(call.method, call.path, params=call.params, content=content,
+                                  headers={"Content-Type": "application/json"} if content is not None else None)
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InputError(f"cannot send {call.method} {call.path}: {exc} (JSON holds strings of valid Unicode, "
+                         "finite numbers, bools, null, lists and objects)") from None
+
+
 class _Calls:
     """Builds every request and reads every answer; the two clients only send them."""
 
@@ -103,6 +134,11 @@ class _Calls:
         self.owner = owner
 
     def _params(self, owner: str | None, **params: Any) -> dict[str, Any]:
+        for key in ("limit", "offset"):
+            if params.get(key) is not None:
+                count(params[key], key, 0, 2**63 - 1)  # its range is the service's to say
+        if "q" in params and not isinstance(params["q"], str):
+            raise InputError(f"text must be a string, got {type(params['q']).__name__}")
         out = {k: _wire(v) for k, v in _named(params).items() if v is not None and v is not False}
         if owner or self.owner:
             out["owner"] = owner or self.owner
@@ -213,6 +249,12 @@ class _Calls:
         return _one(_Call("GET", "/readyz"), dict)
 
 
+for _name, _method in list(vars(_Calls).items()):  # every plan builder
+    if not _name.startswith("_") and callable(_method):
+        setattr(_Calls, _name, _arguments(_method))
+del _name, _method
+
+
 def _memory(answer: Any) -> MemoryItem:
     return MemoryOut.model_validate(answer).to_item()
 
@@ -317,7 +359,7 @@ class Client:
         answers = []
         for call in plan.calls:
             try:
-                response = self._http.request(call.method, call.path, params=call.params, json=call.json)
+                response = self._http.send(_request(self._http, call))
             except httpx.HTTPError as exc:
                 raise _unreachable(self.url, exc) from None
             answers.append(_read(call, response))
@@ -395,7 +437,7 @@ class AsyncClient:
         answers = []
         for call in plan.calls:
             try:
-                response = await self._http.request(call.method, call.path, params=call.params, json=call.json)
+                response = await self._http.send(_request(self._http, call))
             except httpx.HTTPError as exc:
                 raise _unreachable(self.url, exc) from None
             answers.append(_read(call, response))

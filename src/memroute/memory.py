@@ -28,6 +28,7 @@ from memroute.retrieval.orchestrator import recall_steps
 from memroute.stores import AsyncStore, MemoryRecord, Store, StoreStats, is_postgres_url, open_async_store, open_store
 from memroute.stores.calls import Call, Gather, Steps, run_steps, run_steps_async
 from memroute.text import detect_language, tokenize
+from memroute.times import checked_range
 from memroute.types import (
     Hit,
     MemoryItem,
@@ -40,8 +41,14 @@ from memroute.types import (
     new_id,
     utcnow,
 )
+from memroute.validate import count, flag, name, optional_name, turns
+from memroute.validate import metadata as checked_metadata
+from memroute.validate import text as checked_text
 
 T = TypeVar("T")
+MAX_LIMIT = 10_000
+"""Most results one search, list or read of messages returns."""
+MAX_BATCH = 100_000
 # The sentence encoders read at most a few hundred tokens; embedding more text only costs time.
 EMBED_CHARS = 2000
 _FIELDS = {"text", "reply", "kind", "session_id", "occurred_at", "expires_at", "archived", "sensitivity",
@@ -86,9 +93,10 @@ class MemoryCore:
                         metadata: Mapping[str, Any] | None = None, id: str | None = None,
                         context: str | None = None, embed_text: str | None = None,
                         supersedes: str | Sequence[str] | None = None) -> Steps[MemoryItem]:
+        context, embed_text = self._extras(context, embed_text)
         item = self._build(dict(text=text, session_id=session, kind=kind, reply=reply, occurred_at=occurred_at,
                                 expires_at=expires_at, sensitivity=sensitivity, source_type=source_type,
-                                metadata=metadata or {}, id=id, supersedes=supersedes), owner)
+                                metadata=metadata, id=id, supersedes=supersedes), owner)
         replaced = item.metadata.get(SUPERSEDES_KEY) or []
         if replaced:
             found = {m.id for m in (yield Call("get", (list(replaced), item.owner)))}
@@ -104,6 +112,10 @@ class MemoryCore:
                              skip_invalid: bool = False) -> Steps[ImportReport]:
         from tqdm import tqdm
 
+        batch_size = count(batch_size, "batch_size", 1, MAX_BATCH)
+        skip_invalid = flag(skip_invalid, "skip_invalid")
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise InputError(f"remember_many needs an iterable of mappings, got {type(items).__name__}")
         rejected: builtins.list[tuple[int, str]] = []
         stored = 0
         batch: builtins.list[MemoryItem] = []
@@ -137,26 +149,22 @@ class MemoryCore:
 
         Raises ``InputError`` for anything that cannot be stored; nothing is written.
         """
-        try:
-            fields = dict(raw)
-            item_owner = fields.pop("owner", None) or owner
-            if "session" in fields:
-                fields["session_id"] = fields.pop("session")
-            context = fields.pop("context", None)
-            embed_text = fields.pop("embed_text", None)
-            return self._build(fields, item_owner), context, embed_text
-        except TypeError as exc:
-            raise InputError(str(exc)) from exc
+        if not isinstance(raw, Mapping):
+            raise InputError(f"an item must be a mapping with 'text', got {type(raw).__name__}")
+        fields = dict(raw)
+        item_owner = fields.pop("owner", None) or owner
+        if "session" in fields:
+            fields["session_id"] = fields.pop("session")
+        context, embed_text = self._extras(fields.pop("context", None), fields.pop("embed_text", None))
+        return self._build(fields, item_owner), context, embed_text
 
     def message_of(self, session: str, role: str, text: str, *, owner: str | None = None,
                    at: datetime | str | None = None) -> Message:
         """A conversation turn as :meth:`Memory.add_message` would log it, checked; nothing is written."""
-        if not session or not session.strip():
-            raise InputError("add_message needs a session id")
-        if not role or not role.strip():
-            raise InputError("add_message needs a role, e.g. 'user' or 'assistant'")
-        text = _clean_text(text, self.settings.max_text_chars, allow_empty=True)
-        return Message(session, role.strip(), text, as_utc(at) or utcnow(), owner or self.owner)
+        session = name(session, "session (add_message needs a session id)")
+        role = name(role, "role (e.g. 'user' or 'assistant')").strip()
+        text = checked_text(text, "text", self.settings.max_text_chars, allow_empty=True)
+        return Message(session, role, text, as_utc(at, "at") or utcnow(), self._owner(owner))
 
     def records(self, items: Sequence[MemoryItem], contexts: Sequence[str | None] | None = None,
                 embed_texts: Sequence[str | None] | None = None) -> builtins.list[MemoryRecord]:
@@ -165,15 +173,15 @@ class MemoryCore:
         return self._records(items, contexts or none, embed_texts or none)
 
     def _update_steps(self, id: str, *, owner: str | None = None, **changes: Any) -> Steps[MemoryItem]:
-        owner = owner or self.owner
+        owner = self._owner(owner)
+        id = name(id, "id")
         unknown = set(changes) - (_FIELDS - {"id"}) - {"session", "context", "embed_text"}
         if unknown:
             raise InputError(f"cannot update {', '.join(sorted(unknown))}; fields: {', '.join(sorted(_FIELDS))}")
         current = yield from self._get_steps(id, owner=owner)
         if "session" in changes:
             changes["session_id"] = changes.pop("session")
-        context = changes.pop("context", None)
-        embed_text = changes.pop("embed_text", None)
+        context, embed_text = self._extras(changes.pop("context", None), changes.pop("embed_text", None))
         fields = {f: getattr(current, f) for f in _FIELDS - {"supersedes"}}
         fields.update(changes)
         item = self._build(fields, owner)
@@ -182,12 +190,15 @@ class MemoryCore:
 
     def _forget_steps(self, id: str | Sequence[str] | None = None, *, session: str | None = None,
                       owner: str | None = None, everything: bool = False) -> Steps[int]:
-        owner = owner or self.owner
+        owner = self._owner(owner)
         if id is not None:
-            return int((yield Call("delete", ([id] if isinstance(id, str) else builtins.list(id), owner))))
+            if not isinstance(id, str) and not isinstance(id, Sequence):
+                raise InputError(f"forget takes an id or a list of ids, got {type(id).__name__}")
+            ids = [name(i, "id") for i in ([id] if isinstance(id, str) else id)]
+            return int((yield Call("delete", (ids, owner))))
         if session is not None:
-            return int((yield Call("delete_where", (owner, session))))
-        if everything:
+            return int((yield Call("delete_where", (owner, name(session, "session")))))
+        if flag(everything, "everything"):
             return int((yield Call("delete_where", (owner,))))
         raise InputError("forget needs an id, a session, or everything=True (deletes all of the owner's data)")
 
@@ -199,19 +210,21 @@ class MemoryCore:
 
     # ------------------------------------------------------------------------------------- reading
     def _get_steps(self, id: str, *, owner: str | None = None) -> Steps[MemoryItem]:
-        owner = owner or self.owner
-        found = yield Call("get", ([id], owner))
+        owner = self._owner(owner)
+        found = yield Call("get", ([name(id, "id")], owner))
         if not found:
             raise NotFoundError(f"no memory {id!r} for owner {owner!r}")
         return found[0]  # type: ignore[no-any-return]
 
     def _recent_messages_steps(self, session: str, *, owner: str | None = None,
                                limit: int = 20) -> Steps[builtins.list[Message]]:
-        return (yield Call("recent_messages", (session, owner or self.owner, limit)))  # type: ignore[no-any-return]
+        return (yield Call("recent_messages", (name(session, "session"), self._owner(owner),  # type: ignore[no-any-return]
+                                               count(limit, "limit", 1, MAX_LIMIT))))
 
     def _list_steps(self, *, owner: str | None = None, session: str | None = None, limit: int = 100,
                     offset: int = 0, **filters: Any) -> Steps[builtins.list[MemoryItem]]:
         flt = self.filter(owner=owner, session=session, **filters)
+        limit, offset = count(limit, "limit", 1, MAX_LIMIT), count(offset, "offset", 0, 10**12)
         return (yield Call("list_memories", (flt, limit, offset)))  # type: ignore[no-any-return]
 
     def filter(self, *, owner: str | None = None, session: str | None = None,
@@ -220,23 +233,19 @@ class MemoryCore:
                start: datetime | str | None = None, end: datetime | str | None = None,
                include_expired: bool = False, include_archived: bool = False,
                now: datetime | str | None = None) -> SearchFilter:
-        """Build the filter every search honours (owner-scoped)."""
-        try:
-            kind_values = tuple(MemoryKind(k) for k in kinds) if kinds else None
-        except ValueError as exc:
-            raise InputError(f"{exc}; kinds: {', '.join(k.value for k in MemoryKind)}") from None
-        return SearchFilter(owner=owner or self.owner, session_id=session, kinds=kind_values,
-                            max_sensitivity=Sensitivity.parse(max_sensitivity), start=as_utc(start),
-                            end=as_utc(end), include_expired=include_expired, include_archived=include_archived,
-                            now=as_utc(now))
+        """Build the filter every search honours (owner-scoped); a bad value is an ``InputError``."""
+        first, last = checked_range(start, end)
+        return SearchFilter(owner=self._owner(owner), session_id=optional_name(session or None, "session"),
+                            kinds=_kinds(kinds), max_sensitivity=Sensitivity.parse(max_sensitivity), start=first,
+                            end=last, include_expired=flag(include_expired, "include_expired"),
+                            include_archived=flag(include_archived, "include_archived"), now=as_utc(now, "now"))
 
     def _search_steps(self, text: str, *, mode: str = "hybrid", limit: int = 10, owner: str | None = None,
                       session: str | None = None, **filters: Any) -> Steps[builtins.list[Hit]]:
         if mode not in ("bm25", "vector", "hybrid"):
             raise InputError(f"unknown search mode {mode!r}; use bm25, vector or hybrid")
-        if limit <= 0:
-            raise InputError("limit must be at least 1")
-        text = _clean_text(text, self.settings.max_text_chars)
+        limit = count(limit, "limit", 1, MAX_LIMIT)
+        text = checked_text(text, "text", self.settings.max_text_chars)
         flt = self.filter(owner=owner, session=session, **filters)
         depth = max(limit * 4, 40)
         calls: dict[str, Call] = {}
@@ -257,9 +266,13 @@ class MemoryCore:
     def _recall_steps(self, text: str, *, session: str | None = None, owner: str | None = None,
                       recent_messages: Iterable[Message | Mapping[str, Any]] | None = None,
                       now: datetime | str | None = None, options: RecallOptions | None = None) -> Steps[Recall]:
-        owner = owner or self.owner
-        text = _clean_text(text, self.settings.max_text_chars, allow_empty=True)
-        opts = options or RecallOptions()
+        owner = self._owner(owner)
+        text = checked_text(text, "text", self.settings.max_text_chars, allow_empty=True)
+        session = optional_name(session, "session")
+        recent_messages = turns(recent_messages, self.settings.max_text_chars)
+        if options is not None and not isinstance(options, RecallOptions):
+            raise InputError(f"options must be a RecallOptions, got {type(options).__name__}")
+        opts = (options or RecallOptions()).validated()
         if recent_messages is None and session is not None and opts.recent_turns > 0:
             recent_messages = yield Call("recent_messages", (session, owner, opts.recent_turns))
         return (yield from recall_steps(self.embedder, text, owner=owner, recent_messages=recent_messages, now=now,
@@ -273,41 +286,41 @@ class MemoryCore:
         unknown = set(fields) - _FIELDS
         if unknown:
             raise InputError(f"unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_FIELDS))}")
-        owner = (owner or self.owner or "").strip()
+        owner = self._owner(owner).strip()
         if not owner:
             raise InputError("a memory needs an owner")
-        text = _clean_text(fields.get("text"), self.settings.max_text_chars)
+        text = checked_text(fields.get("text"), "text", self.settings.max_text_chars)
         reply = fields.get("reply")
         if reply is not None:
-            reply = _clean_text(reply, self.settings.max_text_chars, allow_empty=True) or None
-        metadata = fields.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
-            raise InputError("metadata must be a JSON object (a mapping)")
-        metadata = _with_supersedes(metadata, fields.get("supersedes"))
-        try:
-            kind = MemoryKind(fields.get("kind") or MemoryKind.NOTE)
-        except ValueError:
-            raise InputError(f"unknown kind {fields.get('kind')!r}; use one of "
-                             f"{', '.join(k.value for k in MemoryKind)}") from None
-        mid = fields.get("id") or new_id()
-        if not isinstance(mid, str) or not mid.strip() or len(mid) > 256:
-            raise InputError("a memory id must be a non-empty string of at most 256 characters")
-        session = fields.get("session_id")
-        created = as_utc(fields.get("created_at")) or utcnow()
+            reply = checked_text(reply, "reply", self.settings.max_text_chars, allow_empty=True) or None
+        kind = _kinds([fields.get("kind") or MemoryKind.NOTE])[0]  # type: ignore[index]
+        mid = name(fields.get("id") or new_id(), "a memory's id")
+        created = as_utc(fields.get("created_at"), "created_at") or utcnow()
         return MemoryItem(
-            id=mid, owner=owner, text=text, kind=kind, session_id=str(session) if session else None, reply=reply,
+            id=mid, owner=owner, text=text, kind=kind, session_id=optional_name(fields.get("session_id") or None,
+                                                                                 "session"), reply=reply,
             # what happened when it was written down, unless told otherwise: recall's time window and
             # time ranges read occurred_at, and a memory without one would fall outside every window
-            occurred_at=as_utc(fields.get("occurred_at")) or created, created_at=created,
-            expires_at=as_utc(fields.get("expires_at")), archived=bool(fields.get("archived", False)),
-            sensitivity=Sensitivity.parse(fields.get("sensitivity") or 0), source_type=fields.get("source_type"),
-            metadata=dict(metadata), language=detect_language(text))
+            occurred_at=as_utc(fields.get("occurred_at"), "occurred_at") or created, created_at=created,
+            expires_at=as_utc(fields.get("expires_at"), "expires_at"),
+            archived=flag(fields.get("archived", False), "archived"),
+            sensitivity=Sensitivity.parse(fields.get("sensitivity") or 0),
+            source_type=optional_name(fields.get("source_type"), "source_type"),
+            metadata=_with_supersedes(checked_metadata(fields.get("metadata")), fields.get("supersedes")),
+            language=detect_language(text))
+
+    def _owner(self, owner: object) -> str:
+        """The owner a call acts for: ``owner``, else the default one; a valid name either way."""
+        return name(owner or self.owner, "owner")
+
+    def _extras(self, context: object, embed_text: object) -> tuple[str | None, str | None]:
+        """A memory's ``context`` (may be empty) and ``embed_text``, checked as its text is."""
+        limit = self.settings.max_text_chars
+        return (None if context is None else checked_text(context, "context", limit, allow_empty=True),
+                None if embed_text is None else checked_text(embed_text, "embed_text", limit))
 
     def _records(self, items: Sequence[MemoryItem], contexts: Sequence[str | None],
                  embed_texts: Sequence[str | None]) -> builtins.list[MemoryRecord]:
-        for e in embed_texts:
-            if e is not None:
-                _clean_text(e, self.settings.max_text_chars)
         texts = [(e or m.full_text)[:EMBED_CHARS] for m, e in zip(items, embed_texts, strict=True)]
         vectors = self.embedder.embed(texts, side="passage")
         return [MemoryRecord(m, tokenize(m.full_text), v, tokenize(c) if c else ())
@@ -442,23 +455,28 @@ def _with_supersedes(metadata: Mapping[str, Any], supersedes: Any) -> dict[str, 
     if supersedes is None:
         return out
     ids = [supersedes] if isinstance(supersedes, str) else supersedes
-    if not isinstance(ids, list | tuple) or not all(isinstance(i, str) and i.strip() and len(i) <= 256 for i in ids):
+    if not isinstance(ids, list | tuple) or not all(
+            isinstance(i, str) and i.strip() and len(i) <= 256 and "\x00" not in i for i in ids):
         raise InputError("supersedes must be a memory id or a list of memory ids (non-empty strings)")
     out[SUPERSEDES_KEY] = sorted({*explicit_ids(out), *ids})
     return out
 
 
-def _clean_text(value: Any, max_chars: int, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InputError(f"text must be a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InputError("text contains a NUL character; remove it")
-    if not allow_empty and not value.strip():
-        raise InputError("text is empty; a memory needs some words")
-    if len(value) > max_chars:
-        raise InputError(f"text has {len(value):,} characters, more than the limit of {max_chars:,} "
-                         "(MEMROUTE_MAX_TEXT_CHARS)")
-    return value
+def _kinds(kinds: object) -> tuple[MemoryKind, ...] | None:
+    """Memory kinds by value (one kind or a list of them); ``None`` or empty: every kind."""
+    if not kinds:
+        return None
+    values = [kinds] if isinstance(kinds, str | MemoryKind) else kinds
+    if not isinstance(values, Iterable):
+        raise InputError(f"kinds must be a list of kinds, got {type(kinds).__name__}")
+    out = []
+    for kind in values:
+        try:
+            out.append(MemoryKind(kind))
+        except (ValueError, TypeError):
+            names = ", ".join(k.value for k in MemoryKind)
+            raise InputError(f"unknown kind {kind!r:.40}; use one of {names}") from None
+    return tuple(out)
 
 
 class AsyncMemory:
@@ -505,7 +523,8 @@ class AsyncMemory:
         return await self._run(self.core._remember_steps(text, **kwargs))
 
     async def remember_many(self, items: Iterable[Mapping[str, Any]], **kwargs: Any) -> ImportReport:
-        return await self._run(self.core._remember_many_steps(builtins.list(items), **kwargs))
+        items = builtins.list(items) if isinstance(items, Iterable) else items  # read here, not in a worker thread
+        return await self._run(self.core._remember_many_steps(items, **kwargs))
 
     async def update(self, id: str, **kwargs: Any) -> MemoryItem:
         return await self._run(self.core._update_steps(id, **kwargs))

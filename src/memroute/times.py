@@ -81,3 +81,12 @@ def from_micros(value: int) -> datetime:
 def checked_micros(value: datetime | None, what: str) -> int | None:
     """:func:`to_micros` of a time a store is asked to write, which must be in the accepted range."""
     return None if value is None else to_micros(_checked(value, what))
+
+
+def checked_range(start: object, end: object) -> tuple[datetime | None, datetime | None]:
+    """``start`` and ``end`` of a time range, each as :func:`checked_time`; a range that ends before it starts
+    matches nothing by construction, so it is the caller's mistake: an :class:`~memroute.errors.InputError`."""
+    first, last = checked_time(start, "start"), checked_time(end, "end")
+    if first is not None and last is not None and first > last:
+        raise InputError(f"start {first.isoformat()} is after end {last.isoformat()}; swap them, or leave one out")
+    return first, last

@@ -28,17 +28,17 @@ class Sensitivity(enum.IntEnum):
 
     @classmethod
     def parse(cls, value: Sensitivity | str | int) -> Sensitivity:
+        """A sensitivity, its name (``"private"``) or its number (0, 1, 2); anything else is an ``InputError``."""
         if isinstance(value, Sensitivity):
             return value
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool) and value in cls._value2member_map_:
             return cls(value)
-        try:
-            return cls[str(value).strip().upper()]
-        except KeyError:
-            names = ", ".join(s.name.lower() for s in cls)
-            from memroute.errors import InputError
+        if isinstance(value, str) and value.strip().upper() in cls.__members__:
+            return cls[value.strip().upper()]
+        from memroute.errors import InputError
 
-            raise InputError(f"unknown sensitivity {value!r}: use one of {names}") from None
+        names = ", ".join(f"{s.name.lower()} ({s.value})" for s in cls)
+        raise InputError(f"unknown sensitivity {value!r:.40}: use one of {names}")
 
 
 class MemoryKind(enum.StrEnum):

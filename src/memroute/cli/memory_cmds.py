@@ -233,6 +233,8 @@ def _doctor(args: argparse.Namespace) -> int:
             lines.append((f"tokenizer {lang}", f"FAILED: {exc}"))
     lines.append(("embedders", ", ".join(EMBEDDERS)))
     settings = settings_from(args)
+    warnings = _store_permissions(settings.store)
+    lines.extend(("store permissions", w) for w in warnings)
     try:
         require_store(settings.store)
         with Memory.open(settings.store, settings=settings) as mem:
@@ -246,12 +248,26 @@ def _doctor(args: argparse.Namespace) -> int:
         ok = False
         lines.append(("store", f"FAILED: {exc}"))
     if args.json:
-        emit_json({"ok": ok, "checks": dict(lines)})
+        emit_json({"ok": ok, "checks": dict(lines), "warnings": warnings})
     else:
         for k, v in lines:
             print(f"{k:32} {v}")
-        print("all good" if ok else "problems found (see above)")
+        print(("all good" if not warnings else "working, with warnings (see above)") if ok
+              else "problems found (see above)")
     return 0 if ok else 1
+
+
+def _store_permissions(url: str) -> list[str]:
+    """A warning for each file of a SQLite store that other users can read (checked before memroute opens the
+    store, which sets the files back to owner-only)."""
+    from memroute.stores import sqlite_path
+    from memroute.stores.sqlite_files import open_to_others
+
+    path = sqlite_path(url)
+    if path is None:
+        return []
+    return [f"WARNING: {found}, so other users of this machine can read its memories; memroute sets it to "
+            f"owner-only (chmod 600) when it opens the store for writing" for found in open_to_others(path)]
 
 
 def _demo(args: argparse.Namespace) -> int:

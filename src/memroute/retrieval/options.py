@@ -9,11 +9,14 @@ each such default says why.
 from __future__ import annotations
 
 import enum
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memroute.errors import InputError
 from memroute.types import MemoryKind, Sensitivity
+from memroute.validate import count, flag, optional_name
 
 
 class Strategy(enum.StrEnum):
@@ -101,26 +104,30 @@ class RecallOptions:
     """Use the LLM given to :func:`recall` (or configured for :class:`memroute.Memory`), if any; False: rules only."""
 
     def validated(self) -> RecallOptions:
-        """Raise :class:`InputError` naming the field when a value cannot work."""
-        for name in ("limit", "k_per_query", "max_candidates", "rrf_k", "pack_chars"):
-            if int(getattr(self, name)) < 1:
-                raise InputError(f"RecallOptions.{name} must be at least 1, got {getattr(self, name)!r}")
-        if self.max_expanded_queries < 0 or self.recent_turns < 0:
-            raise InputError("RecallOptions.max_expanded_queries and recent_turns cannot be negative")
-        if self.window_days is not None and self.window_days < 1:
-            raise InputError("RecallOptions.window_days must be at least 1, or None for no limit")
-        for name in ("vector_weight", "keyword_weight"):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= float(value) <= 1.0:
-                raise InputError(f"RecallOptions.{name} must be between 0 and 1, got {value!r}")
-        if self.context_weight < 0:
-            raise InputError("RecallOptions.context_weight cannot be negative")
-        if self.dedupe_threshold is not None and not 0.0 < self.dedupe_threshold <= 1.0:
-            raise InputError("RecallOptions.dedupe_threshold must be in (0, 1], or None to keep duplicates")
+        """Raise :class:`InputError` naming the field when a value cannot work (or has the wrong type)."""
+        for field, least in (("limit", 1), ("k_per_query", 1), ("max_candidates", 1), ("rrf_k", 1), ("pack_chars", 1),
+                           ("max_expanded_queries", 0), ("recent_turns", 0)):
+            count(getattr(self, field), f"RecallOptions.{field}", least, 1_000_000)
+        if self.window_days is not None:
+            count(self.window_days, "RecallOptions.window_days (or None for no limit)", 1, 10_000_000)
+        for field in ("expand", "rerank", "decay", "parallel", "llm"):
+            flag(getattr(self, field), f"RecallOptions.{field}")
+        bounds: tuple[tuple[str, float, float], ...] = (
+            ("vector_weight", 0.0, 1.0), ("keyword_weight", 0.0, 1.0), ("context_weight", 0.0, math.inf),
+            ("dedupe_threshold", 0.0, 1.0))
+        for field, low, high in bounds:
+            value = getattr(self, field)
+            if value is None and field != "context_weight":
+                continue
+            number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+            if not low <= number <= high or (field == "dedupe_threshold" and number == 0):
+                raise InputError(f"RecallOptions.{field} must be a number in {low}..{high}, got {value!r:.40}")
         try:
             Fusion(self.fusion)
-        except ValueError:
-            raise InputError(f"unknown fusion {self.fusion!r}; use minmax or rrf") from None
+        except (ValueError, TypeError):
+            raise InputError(f"unknown fusion {self.fusion!r:.40}; use minmax or rrf") from None
         if self.strategy is not None:
             Strategy.parse(self.strategy)
+        optional_name(self.session, "RecallOptions.session")
+        Sensitivity.parse(self.max_sensitivity)
         return self

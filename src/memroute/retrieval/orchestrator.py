@@ -90,7 +90,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     t_start = time.perf_counter()
     stages: dict[str, float] = {}
     notes: list[str] = []
-    ref_now = as_utc(now) or utcnow()
+    ref_now = as_utc(now, "now") or utcnow()
     recent = _recent(recent_messages, opts.recent_turns)
     budget = llm.budget() if llm is not None and opts.llm else None
     llm_records: list[dict[str, Any]] = []

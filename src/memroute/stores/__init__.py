@@ -36,6 +36,14 @@ def open_store(url: str, busy_timeout_ms: int = 5000) -> Store:
                       "postgresql://user:password@host/dbname")
 
 
+def sqlite_path(url: str) -> str | None:
+    """The file of a ``sqlite:///`` store URL; None for any other URL and for an in-memory store."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///") :].partition("?")[0]
+    return path if path and path != ":memory:" else None
+
+
 def is_postgres_url(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 

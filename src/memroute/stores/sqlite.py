@@ -43,6 +43,7 @@ from memroute.stores import index_files
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.memory_index import NEVER, NO_TIME, MemoryIndex, RowMeta
 from memroute.stores.migrations.sqlite import MIGRATIONS
+from memroute.stores.sqlite_files import make_owner_only
 from memroute.times import checked_micros, from_micros, to_micros
 from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
 
@@ -121,11 +122,14 @@ class SQLiteStore:
                     parent.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
                     raise StoreError(f"cannot create directory {parent} for {path}: {exc}") from exc
+            make_owner_only(path)
         with translate_errors("open", path):
             target = f"file:{Path(path).resolve()}?mode=ro" if read_only else path
             self._conn = sqlite3.connect(target, timeout=busy_timeout_ms / 1000, isolation_level=None,
                                          check_same_thread=False, uri=read_only)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # deleted content is overwritten with zeros, whatever this SQLite build's default (upstream: off)
+            self._conn.execute("PRAGMA secure_delete = ON")
             if path != ":memory:" and not read_only:
                 mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal" and os.access(path, os.W_OK):
@@ -292,9 +296,27 @@ class SQLiteStore:
                 marks = ",".join("?" * len(chunk))
                 deleted += self._delete_rows(conn, conn.execute(
                     f"SELECT rowid FROM memories WHERE owner = ? AND id IN ({marks})", [owner, *chunk]).fetchall())
+        if deleted:
+            self._purge_wal()
         return deleted
 
+    def _purge_wal(self) -> None:
+        """After a forget: secure_delete zeroed the rows in the database pages, but the WAL still holds the
+        page images written before; copy the WAL into the database and truncate it, so no copy is left."""
+        if self.path == ":memory:":
+            return
+        with self._lock, translate_errors("checkpoint after forget", self.path):
+            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            log.warning("another connection was reading %s: forgotten text stays in its -wal file until the next "
+                        "checkpoint", self.path)
+
     def delete_where(self, owner: str, session_id: str | None = None) -> int:
+        deleted = self._delete_where(owner, session_id)
+        self._purge_wal()
+        return deleted
+
+    def _delete_where(self, owner: str, session_id: str | None) -> int:
         with self._write("forget") as conn:
             if session_id is None:
                 rows = conn.execute("SELECT rowid FROM memories WHERE owner = ?", (owner,)).fetchall()
