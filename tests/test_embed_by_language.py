@@ -79,3 +79,39 @@ def test_unrelated_japanese_sentences_no_longer_look_alike(embedder: CachedEmbed
     assert raw[0] @ raw[2] > 0.7
     part = model.embed(texts, "query")[:, embedder.dimension:] / np.sqrt(STRONG_SHARE)
     assert part[0] @ part[2] < 0.3 < part[0] @ part[1]
+
+
+def test_a_capability_is_scored_by_e5_in_its_agents_context(embedder: CachedEmbedder, e5: E5SmallEmbedder) -> None:
+    from memroute.routing import AgentRouter
+    from memroute.routing.strategies import EmbeddingStrategy
+    from memroute.types import Agent
+
+    model = CachedEmbedder(_made(embedder, e5, []))
+    agents = [Agent(id="weather", name="weather", description="날씨 에이전트: 지역별 기상 예보",
+                    metadata={"capabilities": ["지역", "미세먼지 정보"]}),
+              Agent(id="restaurant", name="restaurant", description="맛집 에이전트: 식당 추천과 예약",
+                    metadata={"capabilities": ["지역", "음식 종류"]})]
+    plain = EmbeddingStrategy(in_context=0.0)
+    mixed = EmbeddingStrategy(in_context=0.3)
+    router = AgentRouter([mixed], embedder=model)
+    index = router.index(agents)
+    assert index.strong_from == embedder.dimension
+    query = router.prepare("부산 쪽 내일 비 와?")
+    assert query.vector is not None
+    raw = index.piece_matrix @ query.vector
+    split = embedder.dimension
+    strong = index.piece_matrix[:, split:] @ query.vector[split:]
+    got = mixed._piece_sims(query.vector, index)
+    # The descriptions (each agent's first piece) are their own context; the shared "지역" is not the same
+    # for both agents any more: each is pulled towards its agent's description.
+    for start in index.piece_starts:
+        assert got[start] == pytest.approx(raw[start], abs=1e-5)
+    for row in range(len(raw)):
+        desc = index.piece_starts[index.piece_owner[row]]
+        if row != desc:
+            assert got[row] == pytest.approx(raw[row] - 0.3 * strong[row] + 0.3 * strong[desc], abs=1e-5)
+    assert np.allclose(plain._piece_sims(query.vector, index), raw, atol=1e-6)
+    # English has no e5 part: its scores are exactly the plain ones.
+    english = router.prepare("will it rain in Busan tomorrow?")
+    assert english.vector is not None
+    assert np.allclose(mixed._piece_sims(english.vector, index), index.piece_matrix @ english.vector, atol=1e-6)

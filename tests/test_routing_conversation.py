@@ -95,3 +95,24 @@ def test_cues() -> None:
     assert read_cues("ありがとうございました", None).closing
     assert read_cues("그런데 날씨는?", None).switch
     assert read_cues("ok", "Your table is booked. Anything else?").assistant_done
+
+
+def test_a_reply_is_encoded_only_when_the_turn_stays(memory: Memory, embedder: CachedEmbedder) -> None:
+    seen: list[str] = []
+
+    class Counting:
+        model_id, dimension = embedder.model_id, embedder.dimension
+
+        def embed(self, texts: list[str], side: str = "passage") -> object:
+            seen.extend(texts)
+            return embedder.embed(texts, side)  # type: ignore[arg-type]
+
+    conv = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=Counting()))  # type: ignore[arg-type]
+    conv.route("Please review this Python function for bugs", session="enc")
+    memory.add_message("enc", "assistant", "Line 3 has an off-by-one error in the loop.")
+    switch = conv.route("By the way, what's the weather forecast for Tokyo tomorrow?", session="enc")
+    assert switch.action == "switched" and "Line 3 has an off-by-one error in the loop." not in seen
+    memory.add_message("enc", "assistant", "Tomorrow in Tokyo: sunny, 21 degrees.")
+    stay = conv.route("and the day after?", session="enc")
+    assert stay.action in ("stayed", "revised") and stay.agent is not None and stay.agent.id == "weather"
+    assert "Tomorrow in Tokyo: sunny, 21 degrees." in seen  # a turn that stays reads the reply's evidence

@@ -97,3 +97,10 @@ class LanguageAwareEmbedder:
         if texts:
             out[:, : self.fast.dimension] = self.fast.embed(texts, side)
         return out
+
+
+def strong_columns(embedder: object) -> int | None:
+    """The first column of the strong encoder's part in ``embedder``'s vectors (unwrapping a cache), or
+    ``None`` when it is not a :class:`LanguageAwareEmbedder`."""
+    inner = getattr(embedder, "inner", embedder)
+    return inner.fast.dimension if isinstance(inner, LanguageAwareEmbedder) else None

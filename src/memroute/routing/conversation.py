@@ -120,6 +120,9 @@ class ConversationRouter:
     zero-shot ones (``params`` given explicitly still win).
     """
 
+    lazy_replies = True
+    """Encode the assistant's replies only for a turn that stays (the switch test never reads them)."""
+
     def __init__(self, memory: Any, agents: Sequence[Agent], *, router: AgentRouter | None = None,
                  params: PolicyParams | None = None, owner: str | None = None, context_window: int = 8,
                  use_memories: bool = True, log_messages: bool = True, candidates: int = 10,
@@ -171,15 +174,11 @@ class ConversationRouter:
         current = self.index.position.get(str(state.get("current") or ""))
         evidence = self._load_evidence(state) if current is not None else None
         last_seen = int(state.get("last_message_id") or 0)
-        assistant_text = None
-        for msg in recent:
-            if msg.id is not None and msg.id <= last_seen:
-                continue
-            if msg.role.lower() in ("assistant", "system", "bot", "agent") and msg.text.strip():
-                assistant_text = msg.text
-                if evidence is not None:
-                    a = self.router.score(msg.text, self.index)
-                    evidence = evidence + self.params.assistant_weight * normalised(a.total, self.floor)
+        # The assistant's replies since the last routed message: their text is read now (cues), their
+        # encoding only when the task's evidence is needed (below): a turn that switches starts new evidence.
+        replies = [m.text for m in recent if (m.id is None or m.id > last_seen) and m.text.strip()
+                   and m.role.lower() in ("assistant", "system", "bot", "agent")]
+        assistant_text = replies[-1] if replies else None
         continuation, needs_context, analysis_cue = _analysis(text, recent)
         # Only the explicit switch phrases of :mod:`cues` lower the bar: query understanding also calls
         # "something else" a switch, which in a task means another option of the same kind (on SGD dev, 4 %
@@ -192,6 +191,7 @@ class ConversationRouter:
         previous = self.agents[current].id if current is not None else None
         used_context = False
         if not scored.has_signal:
+            evidence = self._with_replies(evidence, replies)
             decision = self._decide_without_words(scored, current, previous, continuation, cues)
         else:
             scores = scored.total
@@ -199,6 +199,11 @@ class ConversationRouter:
                 scores, used_context = self._with_context(text, scored, recent, session, owner)
             features = TurnFeatures(cues, len(scored.query.tokens), "?" in text or "？" in text,
                                     continuation == "follow_up")
+            if replies and (not self.lazy_replies or user_step(
+                    self.params, scores, scored.allowed, current, evidence, features, self.floor).action
+                    in ("stayed", "revised")):
+                # The switch test never reads the evidence, so only a turn that stays pays for the replies.
+                evidence = self._with_replies(evidence, replies)
             step = self._step(scores, scored.allowed, current, evidence, features)
             current, evidence = step.current, step.evidence
             decision = self._decision(scored, step.action, current, previous, step.gap, step.margin,
@@ -216,6 +221,15 @@ class ConversationRouter:
         self.store.put_state(STATE_NAMESPACE, session, {}, self.owner if owner is None else owner)
 
     # --------------------------------------------------------------------------------- internals
+    def _with_replies(self, evidence: F32 | None, replies: Sequence[str]) -> F32 | None:
+        """The task evidence with the assistant's replies added (each scored on its own text)."""
+        if evidence is None:
+            return None
+        for reply in replies:
+            a = self.router.score(reply, self.index)
+            evidence = evidence + self.params.assistant_weight * normalised(a.total, self.floor)
+        return evidence
+
     def _load_evidence(self, state: dict[str, Any]) -> F32:
         """The stored evidence; agents beyond the stored best ``_EVIDENCE_KEEP`` get the lowest stored value."""
         stored = state.get("evidence") or {}

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import Embedder
+from memroute.embed.by_language import strong_columns
 from memroute.routing.agents import agent_version, check_agents
 from memroute.routing.documents import AgentDocument, describe
 from memroute.routing.examples import ExampleClassifier, example_grid, fit_classifier
@@ -87,8 +88,11 @@ class AgentEntry:
 class CatalogueIndex:
     """Agents ready to be scored: built by :class:`AgentCache` and shared by the strategies."""
 
-    def __init__(self, agents: tuple[Agent, ...], entries: Sequence[AgentEntry], dimension: int | None) -> None:
+    def __init__(self, agents: tuple[Agent, ...], entries: Sequence[AgentEntry], dimension: int | None,
+                 strong_from: int | None = None) -> None:
         self.agents = agents
+        self.strong_from = strong_from
+        """Where the strong encoder's columns begin (a language-aware encoder), else ``None``."""
         self.entries = tuple(entries)
         self.n = len(agents)
         self.ids = [a.id for a in agents]
@@ -180,7 +184,7 @@ class AgentCache:
         checked = check_agents(agents)
         entries = self._entries_for(checked)
         dim = self.embedder.dimension if self.embedder is not None else None
-        index = CatalogueIndex(checked, entries, dim)
+        index = CatalogueIndex(checked, entries, dim, strong_columns(self.embedder))
         with self._lock:
             # The tuple of agents is kept with the index so that the ids in the key stay alive and unique.
             self._indexes[key] = (checked, index)

@@ -97,6 +97,8 @@ class _Obs:
 class _Recorder(ConversationRouter):
     """A :class:`ConversationRouter` that keeps what each policy step was given."""
 
+    lazy_replies = False  # every turn's replies in its evidence: a replay under other weights may stay there
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.trace: list[tuple[F32, Any, TurnFeatures, F32 | None, F32]] = []
