@@ -1,14 +1,19 @@
 """Service load benchmark: recall over HTTP at 10k memories for a minute.
 
-    python -m benchmarks.bench_service [--memories 10000] [--seconds 60] [--concurrency 4] [--no-trace]
+    python -m benchmarks.bench_service [--memories 10000] [--seconds 60] [--concurrency 4] [--workers 2]
+                                       [--no-trace]
 
 1. Builds a SQLite store of N memories the way ``memroute bench recall`` does (real en/ja/ko utterances
    when the shared data folder is there, else :mod:`memroute.eval.synthetic` templates; dates over two
    years, 200 sessions, one owner), through the whole write path (``remember_many``).
-2. Starts ``memroute serve`` on it in a subprocess, on a free loopback port, with one API key.
-3. Drives ``POST /v1/recall`` from ``--concurrency`` async httpx clients in this process (each sends its
-   next request when the previous answer arrives) for ``--seconds``, with further texts of the same mix
-   as the queries, and reports throughput, latency percentiles (client-side: HTTP included) and errors.
+2. Starts ``memroute serve --workers N`` on it in a subprocess, on a free loopback port, with one API key.
+3. Drives ``POST /v1/recall`` from ``--concurrency`` async httpx clients in a separate process (spawned;
+   each client sends its next request when the previous answer arrives) for ``--seconds``, after a 3 s
+   warm-up, with further texts of the same mix as the queries, and reports throughput, latency
+   percentiles (client side: HTTP included) and errors.
+4. Reports the CPU time the service (all its processes) and the load generator spent per request, and
+   the throughput those imply on an otherwise idle machine: the cores divided by the CPU per request.
+   On a shared machine the measured throughput is what was left over; the CPU per request is not.
 
 The load generator shares the machine with the service: on 2 cores it takes part of one.
 """
@@ -17,12 +22,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing as mp
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +69,45 @@ def free_port() -> int:
         return port
 
 
-def start_service(store: Path, port: int, key: str) -> subprocess.Popen[bytes]:
+def start_service(store: Path, port: int, key: str, workers: int = 1) -> subprocess.Popen[bytes]:
     env = {**os.environ, "MEMROUTE_API_KEYS": key_entry(key, [OWNER]), "MEMROUTE_RATE_LIMIT_PER_MINUTE": "0"}
     memroute = Path(sys.executable).with_name("memroute")
     return subprocess.Popen([str(memroute), "serve", "--store", f"sqlite:///{store}", "--port", str(port),
-                             "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL)
+                             "--log-level", "warning", "--workers", str(workers)], env=env, stdout=subprocess.DEVNULL)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and all its descendants still running (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def wait_workers(pid: int, workers: int, timeout_s: float = 300) -> None:
+    """Wait until ``workers`` worker processes have loaded (their CPU time stops climbing with imports)."""
+    if workers == 1:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        children = [c for task in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
+        if len(children) >= workers:
+            before = cpu_seconds(pid)
+            time.sleep(2)
+            if cpu_seconds(pid) - before < 0.2:  # idle: every worker has started and warmed up
+                return
+        else:
+            time.sleep(1)
+    raise SystemExit(f"{workers} workers did not start within {timeout_s:.0f} s")
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
@@ -84,7 +125,8 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 12
 
 
 async def drive(url: str, key: str, asks: list[str], seconds: float, concurrency: int,
-                trace: bool) -> dict[str, Any]:
+                trace: bool, on_start: Callable[[], object] = lambda: None) -> dict[str, Any]:
+    """3 s of warm-up, then ``seconds`` measured (``on_start`` is called between the two)."""
     latencies: list[float] = []
     errors: dict[str, int] = {}
     counter = 0
@@ -111,15 +153,39 @@ async def drive(url: str, key: str, asks: list[str], seconds: float, concurrency
         await asyncio.gather(*(worker(client, time.monotonic() + 3) for _ in range(concurrency)))  # warm-up
         latencies.clear()
         errors.clear()
-        start = time.monotonic()
+        on_start()
+        start, cpu = time.monotonic(), time.process_time()
         await asyncio.gather(*(worker(client, start + seconds) for _ in range(concurrency)))
-        elapsed = time.monotonic() - start
+        elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
     arr = np.asarray(latencies) if latencies else np.zeros(1)
     return {"requests": len(latencies), "seconds": round(elapsed, 1),
             "throughput_per_s": round(len(latencies) / elapsed, 1),
             "latency_ms": {p: round(float(np.percentile(arr, int(p[1:]))), 1) for p in ("p50", "p95", "p99")},
             "max_ms": round(float(arr.max()), 1), "errors": sum(errors.values()), "error_kinds": errors,
-            "repeated_queries": max(0, counter - len(asks))}
+            "repeated_queries": max(0, counter - len(asks)), "client_cpu_s": cpu}
+
+
+def _generate(url: str, key: str, asks: list[str], seconds: float, concurrency: int, trace: bool, out: Any,
+              started: Any) -> None:
+    """The load process: :func:`drive`, whose result goes back through ``out``; ``started`` is set when the
+    measured part begins."""
+    out.send(asyncio.run(drive(url, key, asks, seconds, concurrency, trace, started.set)))
+
+
+def run_load(url: str, key: str, asks: list[str], seconds: float, concurrency: int, trace: bool,
+             service_pid: int) -> dict[str, Any]:
+    """:func:`drive` in a spawned process; adds the service's CPU time over the measured part."""
+    ctx = mp.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    started = ctx.Event()
+    process = ctx.Process(target=_generate, args=(url, key, asks, seconds, concurrency, trace, send, started))
+    process.start()
+    started.wait()  # after drive()'s warm-up
+    cpu_before = cpu_seconds(service_pid)
+    result: dict[str, Any] = receive.recv()
+    result["service_cpu_s"] = cpu_seconds(service_pid) - cpu_before
+    process.join(60)
+    return result
 
 
 def main() -> int:
@@ -127,6 +193,7 @@ def main() -> int:
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=1, help="memroute serve --workers (default 1)")
     parser.add_argument("--no-trace", action="store_true", help="ask for recalls without the trace")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memroute-bench-service-") as tmp:
@@ -136,27 +203,37 @@ def main() -> int:
         print(f"stored {args.memories} memories in {time.perf_counter() - t0:.1f} s ({source})", flush=True)
         key, port = new_key(), free_port()
         url = f"http://127.0.0.1:{port}"
-        process = start_service(store, port, key)
+        process = start_service(store, port, key, args.workers)
         try:
             wait_ready(url, process)
+            wait_workers(process.pid, args.workers)
             load_before = os.getloadavg()
-            result = asyncio.run(drive(url, key, asks, args.seconds, args.concurrency, not args.no_trace))
+            result = run_load(url, key, asks, args.seconds, args.concurrency, not args.no_trace, process.pid)
             load_after = os.getloadavg()
         finally:
             process.terminate()
             process.wait(30)
     lat = result["latency_ms"]
-    print(f"recall over HTTP at {args.memories} memories, {args.concurrency} concurrent clients, "
+    answered = max(1, result["requests"])
+    service_ms = result["service_cpu_s"] * 1000 / answered
+    client_ms = result["client_cpu_s"] * 1000 / answered
+    cores = os.cpu_count() or 1
+    print(f"recall over HTTP at {args.memories} memories, {args.workers} worker(s), {args.concurrency} concurrent "
+          "clients, "
           f"{result['seconds']} s: {result['throughput_per_s']} requests/s; p50 {lat['p50']} ms, p95 {lat['p95']} ms, "
           f"p99 {lat['p99']} ms, max {result['max_ms']} ms; {result['requests']} answered, {result['errors']} errors "
           f"{result['error_kinds'] or ''}; {len(asks)} distinct queries, {result['repeated_queries']} repeated")
+    print(f"CPU per answered request: service {service_ms:.1f} ms (all its processes), load generator "
+          f"{client_ms:.1f} ms; on {cores} otherwise idle cores that is at "
+          f"most {cores * 1000 / (service_ms + client_ms):.0f} requests/s, {cores * 1000 / service_ms:.0f} with "
+          "the load generated elsewhere")
     # Latency on a shared machine means little without the load it was measured under.
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_before)} before, "
           f"{' '.join(f'{x:.2f}' for x in load_after)} after; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     trace = " --no-trace" if args.no_trace else ""
     print(f"reproduce: python -m benchmarks.bench_service --memories {args.memories} --seconds {args.seconds:g} "
-          f"--concurrency {args.concurrency}{trace}")
+          f"--concurrency {args.concurrency} --workers {args.workers}{trace}")
     return 0 if result["errors"] == 0 else 1
 
 

@@ -129,11 +129,13 @@ def sample_memory(pid: int, every_s: float, stop: threading.Event,
         stop.wait(every_s)
 
 
-def start_service(store: Path, port: int, key: str) -> Any:
+def start_service(store: Path, port: int, key: str, embed_cache_size: int | None = None) -> Any:
     import subprocess
 
     env = {**os.environ, "MEMROUTE_API_KEYS": key_entry(key, [OWNER]), "MEMROUTE_OWNER": OWNER,
            "MEMROUTE_RATE_LIMIT_PER_MINUTE": "0"}
+    if embed_cache_size is not None:
+        env["MEMROUTE_EMBED_CACHE_SIZE"] = str(embed_cache_size)
     memroute = Path(sys.executable).with_name("memroute")
     return subprocess.Popen([str(memroute), "serve", "--store", f"sqlite:///{store}", "--port", str(port),
                              "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL)
@@ -153,6 +155,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=600.0, help="length of the soak")
     parser.add_argument("--soak-clients", type=int, default=16)
     parser.add_argument("--writes", type=float, default=0.2, help="share of requests that remember (default 0.2)")
+    parser.add_argument("--embed-cache-size", type=int, help="the service's embed_cache_size (default: as shipped, "
+                        "50,000 texts, ~2.3 kB each): a small one fills during the phases, so that what the soak "
+                        "adds is the memories written, not the cache filling")
     args = parser.parse_args()
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="memroute-bench-soak-") as tmp:
@@ -162,7 +167,7 @@ def main() -> int:
         print(f"stored {args.memories} memories in {time.perf_counter() - t0:.1f} s ({source})", flush=True)
         key, port = new_key(), free_port()
         url = f"http://127.0.0.1:{port}"
-        service = start_service(store, port, key)
+        service = start_service(store, port, key, args.embed_cache_size)
         samples: list[tuple[float, dict[str, float]]] = []
         stop = threading.Event()
         try:
@@ -205,7 +210,8 @@ def main() -> int:
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"reproduce: python -m benchmarks.bench_soak --memories {args.memories} --phase-seconds "
           f"{args.phase_seconds:g} --seconds {args.seconds:g} --soak-clients {args.soak_clients} "
-          f"--writes {args.writes:g}")
+          f"--writes {args.writes:g}" + (f" --embed-cache-size {args.embed_cache_size}"
+                                           if args.embed_cache_size is not None else ""))
     bad = sum(v for r in (*results.values(), soak) for k, v in r["statuses"].items()
               if not k.isdigit() or (k.startswith("5") and k != "503"))
     return 0 if found == len(acked) and bad == 0 else 1

@@ -41,16 +41,16 @@ class Served:
 
 
 def start(store: str, log: Path, *, port: int | None = None, key: str | None = None, demo: bool = False,
-          env: dict[str, str] | None = None, timeout_s: float = 90) -> Served:
+          env: dict[str, str] | None = None, timeout_s: float = 90, args: tuple[str, ...] = ()) -> Served:
     """Start ``memroute serve`` on ``store`` with one API key for any owner; returns once /readyz answers."""
     key = key or new_key()
     port = port or free_port()
     environment = {**os.environ, "MEMROUTE_API_KEYS": key_entry(key, ["*"]), "MEMROUTE_OWNER": "demo",
                    "MEMROUTE_RATE_LIMIT_PER_MINUTE": "1000000", "MEMROUTE_RATE_LIMIT_BURST": "100000",
                    **(env or {})}
-    args = [MEMROUTE, "serve", "--store", store, "--port", str(port), "--log-level", "warning"]
+    command = [MEMROUTE, "serve", "--store", store, "--port", str(port), "--log-level", "warning", *args]
     with log.open("ab") as sink:
-        process = subprocess.Popen(args + (["--demo"] if demo else []), stdout=sink, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(command + (["--demo"] if demo else []), stdout=sink, stderr=subprocess.STDOUT,
                                    env=environment)
     served = Served(f"http://127.0.0.1:{port}", key, process, log)
     deadline = time.monotonic() + timeout_s

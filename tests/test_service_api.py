@@ -263,3 +263,11 @@ def test_the_app_opens_and_closes_its_own_memory(tmp_path: Path, embedder: Cache
         memory.store.count()
     with Memory.open(settings.store, settings=settings, embedder=embedder) as reopened:
         assert [m.text for m in reopened.list(owner="alice")] == ["kept in the settings' store"]
+
+
+def test_an_integer_beyond_64_bits_in_metadata_is_answered_as_given(http: httpx.Client) -> None:
+    big = 10**30  # JSON has no integer limit; orjson stops at 64 bits, so such an answer takes the standard encoder
+    r = http.post("/v1/memories", json={"text": "the invoice number is long", "metadata": {"n": big}})
+    assert r.status_code == 201, r.text
+    assert r.json()["metadata"] == {"n": big}
+    assert http.get(f"/v1/memories/{r.json()['id']}").json()["metadata"] == {"n": big}

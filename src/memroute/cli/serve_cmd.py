@@ -25,6 +25,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    "(default: settings; 'demo' with --demo)")
     p.add_argument("--demo", action="store_true", help="load the bundled demo memories (owner 'demo') and, "
                    "unless --agents is given, route to the bundled demo catalogue")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="worker processes on one socket, each with its own store connection (default 1; "
+                   "about one per core: each takes server_threads requests at a time)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     p.set_defaults(handler=_serve)
 
@@ -44,13 +47,14 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         from memroute.service.app import create_app
-        from memroute.service.server import serve
+        from memroute.service.server import WorkerApp, check_workers, serve, serve_workers, warm_up
     except ImportError as exc:
         raise DependencyError(f"the service needs FastAPI and uvicorn ({exc.name} is missing): "
                               "pip install 'memroute[server]'") from None
     settings = Settings.load(store=args.store, host=args.host, port=args.port, agents=args.agents,
                              owner=args.owner or (DEMO_OWNER if args.demo else None))
     check_store_url(settings.store)
+    check_workers(settings, args.workers)
     with Memory.open(settings.store, settings=settings) as memory:
         loaded = ""
         if args.demo:
@@ -62,8 +66,15 @@ def _serve(args: argparse.Namespace) -> int:
         url = f"http://{host}:{settings.port}"
         keys = ("no API keys: development mode, loopback clients only" if app.state.service.keys.open
                 else "API key required")
-        print(f"memroute service: {url}  (docs {url}/docs; store {memory.store.url}; {keys}{loaded})", flush=True)
-        serve(app, settings, args.log_level)
+        workers = f"; {args.workers} workers" if args.workers > 1 else ""
+        print(f"memroute service: {url}  (docs {url}/docs; store {memory.store.url}; {keys}{loaded}{workers})",
+              flush=True)
+        if args.workers == 1:
+            warm_up(memory, settings.owner)
+            serve(app, settings, args.log_level)
+            return 0
+    # Each worker opens the store itself; this process only checked the configuration and the store above.
+    serve_workers(WorkerApp(settings, demo_agents=agents is not None), settings, args.workers, args.log_level)
     return 0
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from starlette.responses import Response
 
 from memroute.config import Settings
 from memroute.embed import routing_embedder
@@ -19,6 +21,7 @@ from memroute.routing import AgentRouter
 from memroute.routing.fitted import load_fit
 from memroute.service.auth import KeyRing, Principal, is_loopback
 from memroute.service.catalogue import Catalogues
+from memroute.service.errors import Json
 from memroute.service.limits import RateLimiter, Runner
 from memroute.types import Agent
 
@@ -80,3 +83,8 @@ class Service:
     async def run(self, fn: Callable[[], T]) -> T:
         """Run a blocking library call in a worker thread (see :mod:`memroute.service.limits`)."""
         return await self.runner.run(fn)
+
+    async def run_json(self, fn: Callable[[], Any], status_code: int = 200) -> Response:
+        """:meth:`run`, with the answer rendered as JSON in the worker thread too: the event loop only sends
+        the bytes, and FastAPI does not walk the answer again to validate it against a response model."""
+        return await self.runner.run(lambda: Json(fn(), status_code=status_code))

@@ -91,7 +91,10 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 
 
 class HttpMetrics:
-    """Count requests and time them, labelled with the route's path pattern (never the raw path)."""
+    """Count requests and time them, labelled with the route's path pattern (never the raw path).
+
+    A request is counted before the last part of its answer goes out, so that a client which asks
+    ``/metrics`` next always finds it there (counting after the answer raced that next request)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -103,16 +106,11 @@ class HttpMetrics:
         start = time.perf_counter()
         status = 500
         root = str(scope.get("root_path", ""))
+        recorded = False
 
-        async def recording_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, recording_send)
-        finally:
+        def record() -> None:
+            nonlocal recorded
+            recorded = True
             # a route's pattern; else the mount that served it (the router extends root_path in place:
             # /console, /mcp); else "unmatched"
             mount = str(scope.get("root_path", ""))[len(root):]
@@ -120,6 +118,20 @@ class HttpMetrics:
             method = scope["method"] if scope["method"] in _METHODS else "other"  # a client cannot add labels
             HTTP_REQUESTS.labels(method, label, str(status)).inc()
             HTTP_LATENCY.labels(method, label).observe((time.perf_counter() - start) * 1000.0)
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            elif message["type"] == "http.response.body" and not message.get("more_body", False) and not recorded:
+                record()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            if not recorded:
+                record()
 
 
 class RequestIds:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from starlette.responses import Response
 
 from memroute.analysis import analyze as analyze_text
 from memroute.errors import InputError
@@ -26,8 +27,9 @@ def _check_length(service: Service, text: str) -> None:
         raise InputError(f"text has {len(text):,} characters, more than the limit of {limit:,} (max_text_chars)")
 
 
-@router.post("/recall", summary="The memories that matter for this turn, with the memory pack and the trace")
-async def recall(body: RecallIn, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
+@router.post("/recall", response_model=dict[str, Any],
+             summary="The memories that matter for this turn, with the memory pack and the trace")
+async def recall(body: RecallIn, caller: CallerDep, service: ServiceDep) -> Response:
     """The recall pipeline in one call: analyse and expand the message, choose a strategy, search, fuse,
     rerank, decide whether to inject, and format the ``[EPISODE_EVIDENCE]`` memory pack."""
     recent = None if body.recent_messages is None else [t.model_dump() for t in body.recent_messages]
@@ -40,11 +42,12 @@ async def recall(body: RecallIn, caller: CallerDep, service: ServiceDep) -> dict
         out["memory_pack"] = result.memory_pack()
         return out
 
-    return await service.run(work)
+    return await service.run_json(work)
 
 
-@router.post("/route", summary="Route a message to an agent, in its conversation when a session is given")
-async def route(body: RouteIn, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
+@router.post("/route", response_model=dict[str, Any],
+             summary="Route a message to an agent, in its conversation when a session is given")
+async def route(body: RouteIn, caller: CallerDep, service: ServiceDep) -> Response:
     """With ``session``: conversation-aware routing (a follow-up stays with the current agent, an explicit
     switch moves; the session's route is kept in the store and the message added to its log). Without:
     the message alone. Either way every candidate's score is returned, the best ones with each strategy's
@@ -67,11 +70,12 @@ async def route(body: RouteIn, caller: CallerDep, service: ServiceDep) -> dict[s
         ROUTING_LATENCY.labels("agent").observe(out.latency_ms)
         return {"mode": "message", "catalogue": catalogue.source, **out.as_dict()}
 
-    return await service.run(work)
+    return await service.run_json(work)
 
 
-@router.post("/analyze", summary="Query understanding of one message in its conversation")
-async def analyze(body: AnalyzeIn, caller: CallerDep, service: ServiceDep) -> dict[str, Any]:
+@router.post("/analyze", response_model=dict[str, Any],
+             summary="Query understanding of one message in its conversation")
+async def analyze(body: AnalyzeIn, caller: CallerDep, service: ServiceDep) -> Response:
     """References and what they resolve to, continuation or switch, query type, time range, keywords,
     named things, compound parts, intent (rule-based, deterministic)."""
     _check_length(service, body.text)
@@ -84,4 +88,4 @@ async def analyze(body: AnalyzeIn, caller: CallerDep, service: ServiceDep) -> di
             recent = list(service.memory.recent_messages(body.session, owner=caller.owner, limit=8))
         return analyze_text(body.text, recent, body.now).to_dict()
 
-    return await service.run(work)
+    return await service.run_json(work)

@@ -1,0 +1,96 @@
+"""`memroute serve --workers 2`: two processes on one socket and one store, each with its own connection and
+index. What one worker writes, the other finds at once; what one forgets, the other no longer returns."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.pg_server import PgServer
+from tests.service_process import MEMROUTE, Served, serving
+
+HEALTH = re.compile(r'^http_requests_total\{method="GET",route="/healthz",status="200"\} (\d+)', re.M)
+
+
+def _healthz_count(http: httpx.Client) -> int:
+    """How many /healthz the worker behind this connection has answered (each worker has its own metrics)."""
+    r = http.get("/metrics")
+    assert r.status_code == 200
+    found = HEALTH.search(r.text)
+    return int(float(found.group(1))) if found else 0
+
+
+def _connection(served: Served) -> httpx.Client:
+    """A client with one keep-alive connection, hence one worker for its whole life."""
+    return httpx.Client(base_url=served.url, headers=served.headers, timeout=30,
+                        limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+
+
+def _two_workers(served: Served) -> tuple[httpx.Client, httpx.Client]:
+    """Two connections answered by different workers: the first marks its worker with 20 /healthz, then
+    new connections are opened until one lands on a worker that has not seen them (the second worker may
+    still be starting when the first answers /readyz)."""
+    first = _connection(served)
+    for _ in range(20):
+        assert first.get("/healthz").status_code == 200
+    marked = _healthz_count(first)
+    assert marked >= 20
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        other = _connection(served)
+        if _healthz_count(other) < marked:
+            return first, other
+        other.close()
+        time.sleep(0.2)
+    first.close()
+    raise AssertionError("for 2 minutes every new connection reached the first worker: is there a second one?")
+
+
+def _check_shared(served: Served) -> None:
+    a, b = _two_workers(served)
+    try:
+        text = "the violet umbrella was left at the Kyoto station lost-and-found"
+        r = a.post("/v1/memories?owner=alice", json={"id": "m-umbrella", "text": text, "session": "s1"})
+        assert r.status_code == 201, r.text
+        assert b.get("/v1/memories/m-umbrella?owner=alice").json()["text"] == text
+        hits = b.get("/v1/search", params={"q": "violet umbrella", "owner": "alice", "limit": 5}).json()
+        assert [h["memory"]["id"] for h in hits][:1] == ["m-umbrella"]
+        recalled = b.post("/v1/recall?owner=alice", json={"text": "where was the violet umbrella left?"}).json()
+        assert "m-umbrella" in [m["id"] for m in recalled["memories"]]
+        assert b.get("/v1/search", params={"q": "violet umbrella", "owner": "bob"}).json() == []
+
+        assert b.delete("/v1/memories/m-umbrella?owner=alice").json() == {"deleted": 1}
+        assert a.get("/v1/memories/m-umbrella?owner=alice").status_code == 404
+        hits = a.get("/v1/search", params={"q": "violet umbrella", "owner": "alice", "limit": 5}).json()
+        assert "m-umbrella" not in [h["memory"]["id"] for h in hits]
+
+        agent = {"name": "Travel desk", "description": "trains, stations, lost property on journeys"}
+        assert a.put("/v1/agents/travel?owner=alice", json=agent).status_code in (200, 201)
+        assert "travel" in [x["id"] for x in b.get("/v1/agents?owner=alice").json()["agents"]]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_two_workers_share_one_sqlite_store(tmp_path: Path) -> None:
+    with serving(f"sqlite:///{tmp_path / 'shared.db'}", tmp_path / "serve.log", args=("--workers", "2")) as served:
+        _check_shared(served)
+
+
+def test_two_workers_share_one_postgres_store(pg_server: PgServer, tmp_path: Path) -> None:
+    with serving(pg_server.new_database(), tmp_path / "serve.log", args=("--workers", "2")) as served:
+        _check_shared(served)
+
+
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_workers_that_cannot_share_the_store_are_refused(workers: str) -> None:
+    done = subprocess.run([MEMROUTE, "serve", "--store", "sqlite://:memory:", "--workers", workers, "--port", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert ("in-memory store cannot be shared" if workers == "2" else "give 1 to 64") in done.stderr
+    assert "Traceback" not in done.stderr
