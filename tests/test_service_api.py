@@ -265,9 +265,13 @@ def test_the_app_opens_and_closes_its_own_memory(tmp_path: Path, embedder: Cache
         assert [m.text for m in reopened.list(owner="alice")] == ["kept in the settings' store"]
 
 
-def test_an_integer_beyond_64_bits_in_metadata_is_answered_as_given(http: httpx.Client) -> None:
-    big = 10**30  # JSON has no integer limit; orjson stops at 64 bits, so such an answer takes the standard encoder
-    r = http.post("/v1/memories", json={"text": "the invoice number is long", "metadata": {"n": big}})
-    assert r.status_code == 201, r.text
-    assert r.json()["metadata"] == {"n": big}
-    assert http.get(f"/v1/memories/{r.json()['id']}").json()["metadata"] == {"n": big}
+def test_an_integer_beyond_64_bits_in_metadata_is_refused_and_nothing_is_stored(http: httpx.Client) -> None:
+    big = 10**30  # JSON has no integer limit; stores and clients in other languages stop at 64 bits
+    r = http.post("/v1/memories", json={"id": "long-invoice", "text": "the invoice number is long",
+                                        "metadata": {"n": big}})
+    assert r.status_code == 422 and "64-bit" in r.text, r.text
+    assert http.get("/v1/memories/long-invoice").status_code == 404
+    r = http.post("/v1/memories/import", json={"items": [{"text": "fine"}, {"text": "x", "metadata": {"n": big}}],
+                                               "skip_invalid": True})
+    assert r.status_code == 200 and r.json()["stored"] == 1, r.text
+    assert [(e["index"], "64-bit" in e["reason"]) for e in r.json()["rejected"]] == [(1, True)]

@@ -38,12 +38,24 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
 
 
+# The one rule a schema cannot state: ``start`` after ``end`` (two query parameters) is a 400 on the two
+# operations that take both; every other answer of theirs is held to the schema as everywhere else.
+_CONFIG = """
+[[operations]]
+include-path-regex = "^/v1/(memories|search)$"
+include-method = "GET"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "429"]
+"""
+
+
 @pytest.mark.slow
 def test_schemathesis_finds_no_contract_violation(service: Served, tmp_path: Path) -> None:
     """Bounded: 6 examples per operation and phase, deterministic generation, every check."""
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(_CONFIG)
     run = subprocess.run(
-        [ST, "run", f"{service.url}/openapi.json", "--checks", "all", "--max-examples", "6",
-         "--generation-deterministic", "--workers", "2", "--no-color", "--request-timeout", "30",
+        [ST, "--config-file", str(config), "run", f"{service.url}/openapi.json", "--checks", "all",
+         "--max-examples", "6", "--generation-deterministic", "--workers", "2", "--no-color", "--request-timeout", "30",
          "--header", f"Authorization: Bearer {service.key}", "--phases", "coverage,fuzzing,stateful",
          "--report", "junit", "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path)

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from memroute import validate
+from memroute.errors import InputError
 from memroute.retrieval import RecallOptions
 from memroute.types import Hit, MemoryItem, MemoryKind, Message, Sensitivity
 
@@ -67,6 +69,19 @@ NonBlank = Annotated[str, Field(json_schema_extra={"pattern": NOT_BLANK})]
 _SENSITIVITY: dict[Sensitivity, SensitivityName] = {Sensitivity.PUBLIC: "public", Sensitivity.PRIVATE: "private",
                                                    Sensitivity.SECRET: "secret"}
 Words = Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=200)]
+
+
+def _metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """The library's metadata rules (JSON values, 64-bit integers, no NUL, depth and size): a 422 per item."""
+    try:
+        return validate.metadata(value)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Metadata = Annotated[dict[str, Any], Field(json_schema_extra={"propertyNames": {"pattern": NO_NUL}},
+                                           description="A JSON object: keys without NUL, integers within 64 bits, "
+                                           "at most 32 levels deep and 1 MB as JSON."), AfterValidator(_metadata)]
 
 
 def _check_unicode(data: Any) -> None:
@@ -122,7 +137,7 @@ class MemoryIn(RequestBody):
     expires_at: Time | None = None
     sensitivity: SensitivityName = "public"
     source_type: Name | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     id: Name | None = Field(None, description="Your id for it (default: a new random id).")
     context: str | None = Field(None, description="Surrounding text (e.g. neighbouring turns), indexed for BM25 "
                                 "with a lower weight.")
@@ -175,7 +190,7 @@ class MemoryPatch(RequestBody):
     archived: bool | None = None
     sensitivity: SensitivityName | None = None
     source_type: Name | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     context: str | None = None
     embed_text: NonBlank | None = None
 
@@ -272,7 +287,7 @@ class AgentIn(RequestBody):
     prompt: Annotated[str, Field(max_length=10_000)] = ""
     usage_count: int = Field(0, ge=0, le=2**53)
     last_used: Time | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------- answers

@@ -44,7 +44,7 @@ def _filters(session: str | None, kinds: list[Kind] | None, max_sensitivity: Sen
 Session = Annotated[Name | None, Query(description="Only this session.")]
 Kinds = Annotated[list[Kind] | None, Query(max_length=4, description="Only these kinds (repeat the parameter).")]
 MaxSensitivity = Annotated[SensitivityName, Query(description="The most sensitive memories to return.")]
-Start = Annotated[Time | None, Query(description="Occurred at or after (RFC 3339).")]
+Start = Annotated[Time | None, Query(description="Occurred at or after (RFC 3339); not after `end` (400).")]
 End = Annotated[Time | None, Query(description="Occurred before (RFC 3339).")]
 
 
