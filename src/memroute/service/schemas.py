@@ -179,7 +179,8 @@ class ImportIn(RequestBody):
 
 
 class MemoryPatch(RequestBody):
-    """Fields to change; a field left out keeps its value, ``null`` clears it (``text`` cannot be cleared)."""
+    """Fields to change; a field left out keeps its value, ``null`` clears it (``text`` and ``archived`` cannot be
+    cleared: give ``false`` to unarchive)."""
 
     text: NonBlank = Field(None)  # type: ignore[assignment]  # may be left out, never null
     session: Name | None = None
@@ -187,7 +188,7 @@ class MemoryPatch(RequestBody):
     reply: Text | None = None
     occurred_at: Time | None = None
     expires_at: Time | None = None
-    archived: bool | None = None
+    archived: bool = Field(None)  # type: ignore[assignment]  # may be left out, never null
     sensitivity: SensitivityName | None = None
     source_type: Name | None = None
     metadata: Metadata | None = None
