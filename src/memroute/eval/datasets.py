@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,16 +21,21 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     except FileNotFoundError:
         raise InputError(f"data file {path} does not exist") from None
     with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: not JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise InputError(f"{path}:{lineno}: each line must be a JSON object")
-            yield record
+        yield from jsonl_records(fh, path)
+
+
+def jsonl_records(lines: Iterable[str], path: str | Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of JSON Lines ``lines`` (blank lines skipped); ``InputError`` names ``path`` and the line."""
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{lineno}: not JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise InputError(f"{path}:{lineno}: each line must be a JSON object")
+        yield record
 
 
 # ------------------------------------------------------------------------------------ routing sets

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memroute.errors import InputError
+from memroute.eval.datasets import jsonl_records
 
 
 def find(src: Path, *names: str) -> Path:
@@ -54,16 +55,7 @@ def load_json(path: Path) -> Any:
 
 
 def load_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    for lineno, line in enumerate(read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise InputError(f"{path}:{lineno}: each line must be a JSON object")
-        yield record
+    return jsonl_records(read_text(path).splitlines(), path)
 
 
 def load_csv(path: Path, columns: Sequence[str]) -> list[dict[str, str]]:
