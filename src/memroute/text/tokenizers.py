@@ -14,7 +14,7 @@ import queue
 import re
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from memroute.errors import DependencyError
@@ -280,7 +280,10 @@ def get_tokenizer(language: Language) -> Tokenizer:
 
 def analyze_tokens(text: str) -> list[Token]:
     """All tokens of ``text``, each language span tokenised by its own tokenizer (mixed text works)."""
-    text = unicodedata.normalize("NFKC", text)
+    return _analyze_nfkc(unicodedata.normalize("NFKC", text))
+
+
+def _analyze_nfkc(text: str) -> list[Token]:
     out: list[Token] = []
     for span in language_spans(text):
         out.extend(get_tokenizer(span.language).tokens(text[span.start : span.end], span.start))
@@ -288,5 +291,66 @@ def analyze_tokens(text: str) -> list[Token]:
 
 
 def tokenize(text: str) -> list[str]:
-    """The content tokens of ``text`` in their normalised form: what BM25 indexes and searches."""
-    return [t.norm for t in analyze_tokens(text) if t.is_content and t.norm.strip()]
+    """The content tokens of ``text`` in their normalised form: what a store keeps of a memory for BM25
+    (it also indexes the parts of hyphenated words, :func:`index_terms`) and what queries start from
+    (:func:`query_terms`)."""
+    return _content_norms(analyze_tokens(text))
+
+
+def _content_norms(tokens: list[Token]) -> list[str]:
+    return [t.norm for t in tokens if t.is_content and t.norm.strip()]
+
+
+# ------------------------------------------------------------------------------ hyphenated words in BM25
+# As search engines' word-delimiter filters do (Lucene's WordDelimiterGraphFilter with preserveOriginal and
+# catenateWords): a hyphenated word is indexed whole, by its parts and joined, so "follow-up" is found by
+# "follow-up", "follow up" and "followup", and "JIRA-123" still by itself. The parts are not counted in a
+# memory's length: counting them made every hyphenated memory longer and lowered LoCoMo recall@5
+# (docs/benchmarks.md, Recall).
+
+_HYPHENATED = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
+
+
+def hyphen_parts(term: str) -> list[str]:
+    """The extra terms a hyphenated term is indexed under: its parts (stemmed, stop words left out) and
+    the parts joined; ``[]`` for any other term. ``"follow-ups"`` -> ``["follow", "followup"]``."""
+    if "-" not in term or not _HYPHENATED.fullmatch(term):
+        return []
+    pieces = term.split("-")
+    out = [light_stem(p) for p in pieces if p not in ENGLISH_STOPWORDS]
+    out.append(light_stem("".join(pieces)))
+    return [t for t in dict.fromkeys(out) if t != term and t not in ENGLISH_STOPWORDS]
+
+
+def index_terms(tokens: Sequence[str]) -> list[str]:
+    """What BM25 indexes for a memory's ``tokens`` (:func:`tokenize`): each token, and after each
+    hyphenated one its :func:`hyphen_parts`. The memory's length stays ``len(tokens)``."""
+    out: list[str] = []
+    for tok in tokens:
+        out.append(tok)
+        if "-" in tok:
+            out.extend(hyphen_parts(tok))
+    return out
+
+
+def query_terms(text: str, limit: int | None = None) -> list[str]:
+    """What BM25 searches for: the content tokens of ``text`` (a hyphenated word kept whole), then the
+    joined form of two adjacent English words whose first is not a stop word ("follow up" -> "followup",
+    which a memory's "follow-up" is indexed under; "the end" is no compound); at most ``limit`` terms, the
+    content tokens first."""
+    text = unicodedata.normalize("NFKC", text)
+    tokens = _analyze_nfkc(text)
+    terms = _content_norms(tokens)
+    seen = set(terms)
+    prev: Token | None = None
+    for tok in tokens:
+        if tok.pos == "part":  # an identifier's part, at the same place as the identifier
+            continue
+        if (prev is not None and prev.is_content and tok.language == "en" and prev.language == "en"
+                and prev.surface.isalpha() and tok.surface.isalpha() and text[prev.end : tok.start] == " "):
+            joined = light_stem((prev.surface + tok.surface).lower())
+            if joined not in seen and joined not in ENGLISH_STOPWORDS:
+                seen.add(joined)
+                terms.append(joined)
+        prev = tok
+    return terms[:limit]
