@@ -10,7 +10,6 @@ analysers, so 「進捗が遅れている」 and 「進捗」 share the token ``
 
 from __future__ import annotations
 
-import queue
 import re
 import threading
 import unicodedata
@@ -126,27 +125,27 @@ _JA_POS = {
 _JA_CONTENT = {"noun", "verb", "adj", "propn", "num"}
 
 
-class TaggerPool:
-    """MeCab taggers shared by every thread, one per call at a time (a tagger is not thread-safe).
+class SharedTagger:
+    """One MeCab tagger for every thread of the process, one call at a time (a tagger is not thread-safe).
 
-    Not one per thread: a server's worker threads come and go, and a fugashi tagger keeps its dictionary
-    mapped after it is deleted (187 MB of UniDic each time), so per-thread taggers grew a long-running
-    service's resident memory without bound. The pool holds as many taggers as calls ever ran at once.
+    One, not one per thread nor a pool of them: a fugashi tagger keeps its dictionary mapped after it is
+    deleted, so taggers made for threads that come and go grew a service's resident memory without bound
+    (187 MB of UniDic each), and every tagger alive maps the dictionary files again, so each holds its own
+    resident copy of the pages it has read (four threads' pool: 32 mappings, 1.3 GB of file pages for 344 MB
+    of dictionaries; docs/benchmarks.md, Load and soak). Nothing is lost by waiting: neither fugashi nor
+    mecab-ko releases the GIL while it parses, so two taggers never parse at the same time anyway.
     """
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
-        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._tagger: Any = None
+        self._lock = threading.Lock()
 
     def parse(self, text: str) -> str:
-        try:
-            tagger = self._idle.get_nowait()
-        except queue.Empty:
-            tagger = self._factory()
-        try:
-            return str(tagger.parse(text))
-        finally:
-            self._idle.put(tagger)
+        with self._lock:
+            if self._tagger is None:
+                self._tagger = self._factory()
+            return str(self._tagger.parse(text))
 
 
 def _fugashi_tagger() -> Any:
@@ -171,7 +170,7 @@ class JapaneseTokenizer:
     language: Language = "ja"
 
     def __init__(self) -> None:
-        self._taggers = TaggerPool(_fugashi_tagger)
+        self._tagger = SharedTagger(_fugashi_tagger)
 
     def tokens(self, text: str, offset: int = 0) -> list[Token]:
         # The raw parse output is read instead of fugashi's node objects: building a feature tuple per
@@ -180,7 +179,7 @@ class JapaneseTokenizer:
         out: list[Token] = []
         append, find, is_normalized = out.append, text.find, unicodedata.is_normalized
         pos_in_text = 0
-        for line in self._taggers.parse(text.replace("\x00", " ")).split("\n"):
+        for line in self._tagger.parse(text.replace("\x00", " ")).split("\n"):
             cols = line.split("\t", 5)
             if len(cols) < 5:
                 continue  # EOS
@@ -228,12 +227,12 @@ class KoreanTokenizer:
     language: Language = "ko"
 
     def __init__(self) -> None:
-        self._taggers = TaggerPool(_mecab_ko_tagger)
+        self._tagger = SharedTagger(_mecab_ko_tagger)
 
     def tokens(self, text: str, offset: int = 0) -> list[Token]:
         out: list[Token] = []
         # MeCab stops at NUL; the parse output is one "surface\tfeatures" line per morpheme.
-        parsed = self._taggers.parse(text.replace("\x00", " "))
+        parsed = self._tagger.parse(text.replace("\x00", " "))
         pos_in_text = 0
         for line in parsed.split("\n"):
             if not line or line == "EOS" or "\t" not in line:
