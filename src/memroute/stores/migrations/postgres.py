@@ -109,7 +109,6 @@ ANALYZE memroute_lexical;
 """
 
 
-
 def m004_word_parts() -> Generator[Any, Any, None]:
     """Index the parts of hyphenated words: "follow-up" also under "follow" and "followup"
     (:func:`memroute.text.index_terms`). The stored tokens and lengths stay; the ``tsvector`` columns of every
