@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from itertools import pairwise
 from pathlib import Path
 
@@ -12,6 +15,7 @@ from hypothesis import strategies as st
 from memroute.text import (
     analyze_tokens,
     detect_language,
+    get_tokenizer,
     index_terms,
     language_spans,
     light_stem,
@@ -170,3 +174,24 @@ def test_threads_parsing_at_once_share_one_mapping_of_each_dictionary() -> None:
     for worker in workers:
         worker.join()
     assert {d: mapped(d) for d in before} == before
+
+
+def test_a_process_forked_while_a_thread_tokenizes_can_tokenize() -> None:
+    tokenize("今日は会議があります。오늘은 회의가 있어요.")
+    shared = [get_tokenizer(lang)._tagger for lang in ("ja", "ko")]  # type: ignore[attr-defined]
+    for tagger in shared:  # as a thread in the middle of a call holds them
+        tagger._lock.acquire()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: the other thread is not there to release the locks
+            os._exit(0 if tokenize("明日の予定。내일 일정.") else 1)
+    finally:
+        for tagger in shared:
+            tagger._lock.release()
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0

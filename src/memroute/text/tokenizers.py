@@ -10,6 +10,7 @@ analysers, so 「進捗が遅れている」 and 「進捗」 share the token ``
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import unicodedata
@@ -139,6 +140,11 @@ class SharedTagger:
     def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
         self._tagger: Any = None
+        self._lock = threading.Lock()
+        # a process forked while another thread held the lock would wait for it for ever
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
         self._lock = threading.Lock()
 
     def parse(self, text: str) -> str:
