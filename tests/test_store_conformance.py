@@ -68,6 +68,26 @@ def test_bm25_finds_and_ranks(store: Store) -> None:
     assert all(h.score > 0 for h in store.search_bm25(["banana"], flt, 10))
 
 
+def test_hyphenated_words_are_found_whole_and_by_their_parts(store: Store) -> None:
+    # the tokens as memroute.text.tokenize keeps them; the store indexes the parts (memroute.text.index_terms)
+    store.upsert([rec("m1", "send follow-up front-end team", 1), rec("m2", "jira-123 open", 2),
+                  rec("m3", "kiwi lime", 3), rec("m4", "follow-up lime", 4),
+                  MemoryRecord(MemoryItem(id="m5", owner="a", text="x", created_at=NOW), ["durian"], vec(5),
+                               ["e-mail", "durian"])])
+    flt = SearchFilter(owner="a")
+    for query in (["follow", "followup"], ["followup"], ["follow-up"], ["front", "end", "frontend"]):
+        assert "m1" in ids(store.search_bm25(query, flt, 10)), query
+    assert ids(store.search_bm25(["front-end"], flt, 10)) == ["m1"]
+    assert ids(store.search_bm25(["jira-123"], flt, 10)) == ["m2"]  # still found whole
+    assert ids(store.search_bm25(["jira123"], flt, 10)) == ["m2"]
+    assert ids(store.search_bm25(["email"], flt, 10, weights=(1.0, 0.5))) == ["m5"]  # the context field too
+    # the parts are not counted in a memory's length: "follow-up lime" is as long as "kiwi lime"
+    lime = {h.id: h.score for h in store.search_bm25(["lime"], flt, 10)}
+    assert lime["m3"] == pytest.approx(lime["m4"])
+    assert [(list(r.tokens), list(r.context_tokens)) for r in store.iter_records() if r.memory.id == "m5"] == [
+        (["durian"], ["e-mail", "durian"])]  # what is stored is the tokens, whole
+
+
 def test_ties_at_the_cut_go_to_the_first_written(store: Store) -> None:
     # Short rows tie exactly above long ones; the top 5 must be the first five short rows written, on every
     # backend (a partial sort that cuts through a tie may keep any of them).

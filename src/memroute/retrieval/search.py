@@ -24,7 +24,7 @@ from memroute.embed import Embedder
 from memroute.retrieval.expand import ExpandedQuery
 from memroute.retrieval.strategy import SearchParams
 from memroute.stores.calls import Call, Gather, Steps
-from memroute.text import tokenize
+from memroute.text import query_terms
 from memroute.types import ScoredId, SearchFilter
 
 EMBED_CHARS = 2000
@@ -69,7 +69,7 @@ def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: S
     The searches are yielded as one :class:`~memroute.stores.calls.Gather` (see :mod:`memroute.stores.calls`):
     a sync store runs them in turn (or in two threads with ``parallel``), an async one concurrently.
     """
-    tokens = [tokenize(q.text)[:QUERY_TOKENS] for q in queries]
+    tokens = [query_terms(q.text, QUERY_TOKENS) for q in queries]
     vectors: npt.NDArray[np.float32] | None = None
     embed_ms = 0.0
     use_vector = params.uses_vector or (time_flt is not None and params.uses_time)

@@ -36,7 +36,8 @@ from tqdm import tqdm
 from memroute.stores.ann import AnnGraph
 from memroute.stores.memory_index import MemoryIndex
 
-FORMAT = 1
+FORMAT = 2
+"""2: the BM25 postings include the parts of hyphenated words (files of format 1 are rebuilt)."""
 FILES_MIN_ROWS = 50_000
 """From this many rows on the index is saved (below, reading the table on open takes well under a second)."""
 GRAPH_MIN_ROWS = 100_000

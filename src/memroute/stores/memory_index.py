@@ -12,7 +12,8 @@ the best rows exactly, with a bound that proves the answer equals a full float32
 (:mod:`memroute.stores.ann`) whose candidates are rescored exactly.
 
 BM25 is :mod:`memroute.stores.bm25` (Okapi, two weighted fields). N, n and the average length are taken
-over the whole index (every owner), as in FTS5 and Lucene.
+over the whole index (every owner), as in FTS5 and Lucene. A row's tokens are indexed with the parts of its
+hyphenated words (:func:`memroute.text.index_terms`); its length counts the tokens only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from memroute.runtime import limit_threads
 from memroute.stores import ann, bm25, quantized
 from memroute.stores.ann import AnnGraph
 from memroute.stores.postings import Csr, Postings
+from memroute.text.tokenizers import index_terms
 from memroute.times import to_micros
 from memroute.types import MemoryItem, MemoryKind, ScoredId, SearchFilter
 
@@ -223,7 +225,8 @@ class MemoryIndex:
             grown[: len(self._slot_by_row)] = self._slot_by_row
             self._slot_by_row = grown
         self._slot_by_row[row] = slot
-        own, ctx = Counter(tokens), Counter(context_tokens)
+        # the parts of hyphenated words are indexed but not counted in the lengths (memroute.text.index_terms)
+        own, ctx = Counter(index_terms(tokens)), Counter(index_terms(context_tokens))
         self._len_own[slot], self._len_ctx[slot] = len(tokens), len(context_tokens)
         self._sum_own += len(tokens)
         self._sum_ctx += len(context_tokens)

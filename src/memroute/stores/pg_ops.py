@@ -166,9 +166,12 @@ class PgOperations:
         row = yield Sql(VERSION_SQL)
         version = int(row[0][0]) if row else 0
         self._check_version(version, latest)
-        for number, _name, ddl in MIGRATIONS:
+        for number, _name, migration in MIGRATIONS:
             if number > version:
-                yield Sql(ddl)
+                if isinstance(migration, str):
+                    yield Sql(migration)
+                else:
+                    yield from migration()
                 yield Sql("INSERT INTO memroute_meta (key, value) VALUES ('schema_version', %s) "
                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(number),))
 

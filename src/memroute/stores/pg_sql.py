@@ -22,6 +22,7 @@ import numpy.typing as npt
 from memroute.errors import ConfigError, DependencyError, ModelMismatchError, StoreError
 from memroute.stores import bm25
 from memroute.stores.base import MemoryRecord, checked_vector
+from memroute.text.tokenizers import index_terms
 from memroute.times import checked_time
 from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
 
@@ -46,12 +47,20 @@ LEX_FILTERS = ("owner", "id", "session_id", "kind", "occurred_at", "expires_at",
 """The id and the filter columns of ``where_clause`` that ``memroute_lexical`` repeats, so that BM25 never
 reads a memory's row."""
 LEX_DATA = ("tokens", "context_tokens", "len_own", "len_ctx")
+TERMS = ("terms", "context_terms")
+"""What a write passes beside ``LEX_DATA`` and does not store: the space-separated terms the ``tsvector``
+columns index when they differ from the tokens (hyphenated words add their parts,
+:func:`memroute.text.index_terms`), else NULL."""
 _UPDATED = ("session_id", "kind", "text", "reply", "occurred_at", "created_at", "expires_at", "archived",
             "sensitivity", "source_type", "metadata", "language", "embedding")
 
 
 def _tsv(column: str) -> str:
     return f"array_to_tsvector(string_to_array({column}, ' ', ''))"
+
+
+TSV_SQL = _tsv("%s")
+"""A ``tsvector`` of space-separated terms passed as a parameter."""
 
 
 def _set(columns: Sequence[str]) -> str:
@@ -63,7 +72,8 @@ def _lexical_insert(source: str, memory: str, data: str) -> str:
     cols = ", ".join(LEX_FILTERS)
     return (f"INSERT INTO memroute_lexical (row_id, {cols}, {', '.join(LEX_DATA)}, tsv_own, tsv_ctx) "
             f"SELECT {memory}.row_id, {', '.join(f'{memory}.{c}' for c in LEX_FILTERS)}, "
-            f"{', '.join(f'{data}.{c}' for c in LEX_DATA)}, {_tsv(f'{data}.tokens')}, {_tsv(f'{data}.context_tokens')} "
+            f"{', '.join(f'{data}.{c}' for c in LEX_DATA)}, {_tsv(f'coalesce({data}.terms, {data}.tokens)')}, "
+            f"{_tsv(f'coalesce({data}.context_terms, {data}.context_tokens)')} "
             f"FROM {source} ON CONFLICT (row_id) DO UPDATE SET "
             + _set([*LEX_FILTERS[2:], *LEX_DATA, "tsv_own", "tsv_ctx"]))  # (owner, id) stay
 
@@ -73,20 +83,20 @@ _UPSERT_MEMORY = (f"INSERT INTO memroute_memories ({COLUMNS}, embedding) {{value
 UPSERT_SQL = (
     f"WITH m AS ({_UPSERT_MEMORY.format(values='VALUES (' + ', '.join(['%s'] * 15) + ')')}) "
     + _lexical_insert("m, (SELECT %s::text AS tokens, %s::text AS context_tokens, %s::int AS len_own, "
-                      "%s::int AS len_ctx) d", "m", "d"))
+                      "%s::int AS len_ctx, %s::text AS terms, %s::text AS context_terms) d", "m", "d"))
 """One memory and its lexical row, in one statement: the parameters are a :func:`record_rows` row."""
 MERGE_SQL = (
     f"WITH m AS ({_UPSERT_MEMORY.format(values=f'SELECT {COLUMNS}, embedding FROM memroute_load')}) "
     + _lexical_insert("m JOIN memroute_load d ON d.owner = m.owner AND d.id = m.id", "m", "d"))
 """``bulk_load``'s merge of the staging table (which holds one row per (owner, id))."""
-LOAD_COLUMNS = f"{COLUMNS}, embedding, {', '.join(LEX_DATA)}"
+LOAD_COLUMNS = f"{COLUMNS}, embedding, {', '.join(LEX_DATA)}, {', '.join(TERMS)}"
 LOAD_TYPES = ["text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz", "bool",
-              "int2", "text", "jsonb", "text", "vector", "text", "text", "int4", "int4"]
+              "int2", "text", "jsonb", "text", "vector", "text", "text", "int4", "int4", "text", "text"]
 STAGING_DDL = (
     "CREATE TEMP TABLE memroute_load (owner text, id text, session_id text, kind text, text text, reply text, "
     "occurred_at timestamptz, created_at timestamptz, expires_at timestamptz, archived boolean, sensitivity "
     "smallint, source_type text, metadata jsonb, language text, embedding vector({dim}), tokens text, "
-    "context_tokens text, len_own integer, len_ctx integer) ON COMMIT DROP")
+    "context_tokens text, len_own integer, len_ctx integer, terms text, context_terms text) ON COMMIT DROP")
 HNSW = "USING hnsw (embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128)"
 """pgvector's defaults (m 16, ef_construction 64) found 0.40 of the exact top 10 at 1M memories of the
 benchmark (clusters of near-duplicate vectors); m 32 / ef_construction 128 found 0.82 at the same search
@@ -195,6 +205,21 @@ def token_text(tokens: Sequence[str]) -> str:
     return " ".join(t for t in ("".join(tok.split()) for tok in tokens) if t)
 
 
+def terms_text(tokens_text: str) -> str | None:
+    """The :data:`TERMS` value of a memory's space-separated tokens: its index terms, or None if the same."""
+    if "-" not in tokens_text:
+        return None
+    tokens = tokens_text.split()
+    terms = index_terms(tokens)
+    return " ".join(terms) if len(terms) != len(tokens) else None
+
+
+def indexed(tokens_text: str) -> list[str]:
+    """The terms BM25 counts in a memory's stored tokens (those of its ``tsvector``)."""
+    tokens = tokens_text.split()
+    return index_terms(tokens) if "-" in tokens_text else tokens
+
+
 def tsquery(terms: Sequence[str]) -> str:
     """A tsquery matching any of the terms, each quoted so user text is never query syntax."""
     return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
@@ -211,7 +236,8 @@ def record_rows(records: Sequence[MemoryRecord], dim: int) -> list[tuple[Any, ..
             (m.occurred_at, "occurred_at"), (m.created_at or utcnow(), "created_at"), (m.expires_at, "expires_at")))
         rows.append((m.owner, m.id, m.session_id, str(m.kind), m.text, m.reply, occurred, created, expires,
                      m.archived, int(m.sensitivity), m.source_type,
-                     Jsonb(dict(m.metadata)), m.language, vec, own, ctx, len(own.split()), len(ctx.split())))
+                     Jsonb(dict(m.metadata)), m.language, vec, own, ctx, len(own.split()), len(ctx.split()),
+                     terms_text(own), terms_text(ctx)))
     return rows
 
 
@@ -297,7 +323,7 @@ def bm25_rank(rows: Sequence[Any], terms: Sequence[str], w_own: float, w_ctx: fl
         return []
     scored = []
     for mid, own_text, ctx_text, len_own, len_ctx, row_id in rows:
-        own, ctx = own_text.split(), ctx_text.split() if w_ctx > 0 else []
+        own, ctx = indexed(own_text), indexed(ctx_text) if w_ctx > 0 else []
         dl = w_own * len_own + w_ctx * len_ctx
         score = 0.0
         for term in terms:

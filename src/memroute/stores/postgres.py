@@ -5,7 +5,8 @@ one database: all state is in the database, migrations take an advisory lock. ``
 keeps a store in a schema of its own (created on first open), so one database can hold several stores.
 
 - Lexical search: memroute's own tokens (PostgreSQL has no Japanese or Korean configuration) are stored as
-  text and as ``tsvector`` columns built from them verbatim, in a narrow table of their own
+  text and as ``tsvector`` columns built from them and the parts of their hyphenated words
+  (:func:`memroute.text.index_terms`, migration 4), in a narrow table of their own
   (``memroute_lexical``, migration 3) (``array_to_tsvector``: no parser, no stemming),
   one for the memory's own words and one for its context, each with a GIN index. The GIN index finds the
   matching rows; they are scored with the same Okapi BM25 as the SQLite store (:mod:`memroute.stores.bm25`),

@@ -9,7 +9,10 @@ from memroute.text.tokenizers import (
     Tokenizer,
     analyze_tokens,
     get_tokenizer,
+    hyphen_parts,
+    index_terms,
     light_stem,
+    query_terms,
     tokenize,
 )
 
@@ -24,8 +27,11 @@ __all__ = [
     "char_script",
     "detect_language",
     "get_tokenizer",
+    "hyphen_parts",
+    "index_terms",
     "language_spans",
     "light_stem",
     "normalize",
+    "query_terms",
     "tokenize",
 ]

@@ -10,11 +10,11 @@ analysers, so 「進捗が遅れている」 and 「進捗」 share the token ``
 
 from __future__ import annotations
 
-import queue
+import os
 import re
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from memroute.errors import DependencyError
@@ -126,27 +126,32 @@ _JA_POS = {
 _JA_CONTENT = {"noun", "verb", "adj", "propn", "num"}
 
 
-class TaggerPool:
-    """MeCab taggers shared by every thread, one per call at a time (a tagger is not thread-safe).
+class SharedTagger:
+    """One MeCab tagger for every thread of the process, one call at a time (a tagger is not thread-safe).
 
-    Not one per thread: a server's worker threads come and go, and a fugashi tagger keeps its dictionary
-    mapped after it is deleted (187 MB of UniDic each time), so per-thread taggers grew a long-running
-    service's resident memory without bound. The pool holds as many taggers as calls ever ran at once.
+    One, not one per thread nor a pool of them: a fugashi tagger keeps its dictionary mapped after it is
+    deleted, so taggers made for threads that come and go grew a service's resident memory without bound
+    (187 MB of UniDic each), and every tagger alive maps the dictionary files again, so each holds its own
+    resident copy of the pages it has read (four threads' pool: 32 mappings, 1.3 GB of file pages for 344 MB
+    of dictionaries; docs/benchmarks.md, Load and soak). Nothing is lost by waiting: neither fugashi nor
+    mecab-ko releases the GIL while it parses, so two taggers never parse at the same time anyway.
     """
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
-        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._tagger: Any = None
+        self._lock = threading.Lock()
+        # a process forked while another thread held the lock would wait for it for ever
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
 
     def parse(self, text: str) -> str:
-        try:
-            tagger = self._idle.get_nowait()
-        except queue.Empty:
-            tagger = self._factory()
-        try:
-            return str(tagger.parse(text))
-        finally:
-            self._idle.put(tagger)
+        with self._lock:
+            if self._tagger is None:
+                self._tagger = self._factory()
+            return str(self._tagger.parse(text))
 
 
 def _fugashi_tagger() -> Any:
@@ -171,7 +176,7 @@ class JapaneseTokenizer:
     language: Language = "ja"
 
     def __init__(self) -> None:
-        self._taggers = TaggerPool(_fugashi_tagger)
+        self._tagger = SharedTagger(_fugashi_tagger)
 
     def tokens(self, text: str, offset: int = 0) -> list[Token]:
         # The raw parse output is read instead of fugashi's node objects: building a feature tuple per
@@ -180,7 +185,7 @@ class JapaneseTokenizer:
         out: list[Token] = []
         append, find, is_normalized = out.append, text.find, unicodedata.is_normalized
         pos_in_text = 0
-        for line in self._taggers.parse(text.replace("\x00", " ")).split("\n"):
+        for line in self._tagger.parse(text.replace("\x00", " ")).split("\n"):
             cols = line.split("\t", 5)
             if len(cols) < 5:
                 continue  # EOS
@@ -228,12 +233,12 @@ class KoreanTokenizer:
     language: Language = "ko"
 
     def __init__(self) -> None:
-        self._taggers = TaggerPool(_mecab_ko_tagger)
+        self._tagger = SharedTagger(_mecab_ko_tagger)
 
     def tokens(self, text: str, offset: int = 0) -> list[Token]:
         out: list[Token] = []
         # MeCab stops at NUL; the parse output is one "surface\tfeatures" line per morpheme.
-        parsed = self._taggers.parse(text.replace("\x00", " "))
+        parsed = self._tagger.parse(text.replace("\x00", " "))
         pos_in_text = 0
         for line in parsed.split("\n"):
             if not line or line == "EOS" or "\t" not in line:
@@ -280,7 +285,10 @@ def get_tokenizer(language: Language) -> Tokenizer:
 
 def analyze_tokens(text: str) -> list[Token]:
     """All tokens of ``text``, each language span tokenised by its own tokenizer (mixed text works)."""
-    text = unicodedata.normalize("NFKC", text)
+    return _analyze_nfkc(unicodedata.normalize("NFKC", text))
+
+
+def _analyze_nfkc(text: str) -> list[Token]:
     out: list[Token] = []
     for span in language_spans(text):
         out.extend(get_tokenizer(span.language).tokens(text[span.start : span.end], span.start))
@@ -288,5 +296,66 @@ def analyze_tokens(text: str) -> list[Token]:
 
 
 def tokenize(text: str) -> list[str]:
-    """The content tokens of ``text`` in their normalised form: what BM25 indexes and searches."""
-    return [t.norm for t in analyze_tokens(text) if t.is_content and t.norm.strip()]
+    """The content tokens of ``text`` in their normalised form: what a store keeps of a memory for BM25
+    (it also indexes the parts of hyphenated words, :func:`index_terms`) and what queries start from
+    (:func:`query_terms`)."""
+    return _content_norms(analyze_tokens(text))
+
+
+def _content_norms(tokens: list[Token]) -> list[str]:
+    return [t.norm for t in tokens if t.is_content and t.norm.strip()]
+
+
+# ------------------------------------------------------------------------------ hyphenated words in BM25
+# As search engines' word-delimiter filters do (Lucene's WordDelimiterGraphFilter with preserveOriginal and
+# catenateWords): a hyphenated word is indexed whole, by its parts and joined, so "follow-up" is found by
+# "follow-up", "follow up" and "followup", and "JIRA-123" still by itself. The parts are not counted in a
+# memory's length: counting them made every hyphenated memory longer and lowered LoCoMo recall@5
+# (docs/benchmarks.md, Recall).
+
+_HYPHENATED = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
+
+
+def hyphen_parts(term: str) -> list[str]:
+    """The extra terms a hyphenated term is indexed under: its parts (stemmed, stop words left out) and
+    the parts joined; ``[]`` for any other term. ``"follow-ups"`` -> ``["follow", "followup"]``."""
+    if "-" not in term or not _HYPHENATED.fullmatch(term):
+        return []
+    pieces = term.split("-")
+    out = [light_stem(p) for p in pieces if p not in ENGLISH_STOPWORDS]
+    out.append(light_stem("".join(pieces)))
+    return [t for t in dict.fromkeys(out) if t != term and t not in ENGLISH_STOPWORDS]
+
+
+def index_terms(tokens: Sequence[str]) -> list[str]:
+    """What BM25 indexes for a memory's ``tokens`` (:func:`tokenize`): each token, and after each
+    hyphenated one its :func:`hyphen_parts`. The memory's length stays ``len(tokens)``."""
+    out: list[str] = []
+    for tok in tokens:
+        out.append(tok)
+        if "-" in tok:
+            out.extend(hyphen_parts(tok))
+    return out
+
+
+def query_terms(text: str, limit: int | None = None) -> list[str]:
+    """What BM25 searches for: the content tokens of ``text`` (a hyphenated word kept whole), then the
+    joined form of two adjacent English words whose first is not a stop word ("follow up" -> "followup",
+    which a memory's "follow-up" is indexed under; "the end" is no compound); at most ``limit`` terms, the
+    content tokens first."""
+    text = unicodedata.normalize("NFKC", text)
+    tokens = _analyze_nfkc(text)
+    terms = _content_norms(tokens)
+    seen = set(terms)
+    prev: Token | None = None
+    for tok in tokens:
+        if tok.pos == "part":  # an identifier's part, at the same place as the identifier
+            continue
+        if (prev is not None and prev.is_content and tok.language == "en" and prev.language == "en"
+                and prev.surface.isalpha() and tok.surface.isalpha() and text[prev.end : tok.start] == " "):
+            joined = light_stem((prev.surface + tok.surface).lower())
+            if joined not in seen and joined not in ENGLISH_STOPWORDS:
+                seen.add(joined)
+                terms.append(joined)
+        prev = tok
+    return terms[:limit]

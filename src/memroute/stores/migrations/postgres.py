@@ -7,6 +7,9 @@ Released migrations are never edited: a change is a new one.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
+from typing import Any
+
 M001_INITIAL = """
 CREATE EXTENSION IF NOT EXISTS vector;
 
@@ -105,8 +108,33 @@ CREATE INDEX memroute_lexical_tsv_ctx ON memroute_lexical USING gin (tsv_ctx);
 ANALYZE memroute_lexical;
 """
 
-MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+
+def m004_word_parts() -> Generator[Any, Any, None]:
+    """Index the parts of hyphenated words: "follow-up" also under "follow" and "followup"
+    (:func:`memroute.text.index_terms`). The stored tokens and lengths stay; the ``tsvector`` columns of every
+    row with a hyphen in its tokens are rebuilt, a page of rows at a time. Python, not SQL: the parts are
+    stemmed by memroute's own English stemmer."""
+    from memroute.stores.pg_ops import Many, Sql  # here: pg_ops imports this module
+    from memroute.stores.pg_sql import TSV_SQL, terms_text
+
+    after = 0
+    while True:
+        rows = yield Sql("SELECT row_id, tokens, context_tokens FROM memroute_lexical WHERE row_id > %s AND "
+                         "(strpos(tokens, '-') > 0 OR strpos(context_tokens, '-') > 0) ORDER BY row_id LIMIT 2000",
+                         (after,))
+        if not rows:
+            return
+        yield Many(f"UPDATE memroute_lexical SET tsv_own = {TSV_SQL}, tsv_ctx = {TSV_SQL} WHERE row_id = %s",
+                   [(terms_text(own) or own, terms_text(ctx) or ctx, row_id) for row_id, own, ctx in rows])
+        after = rows[-1][0]
+
+
+Migration = str | Callable[[], Generator[Any, Any, None]]
+"""SQL, or an operation (see :mod:`memroute.stores.pg_ops`) for what SQL alone cannot compute."""
+
+MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (1, "initial", M001_INITIAL),
     (2, "inline vectors", M002_INLINE_VECTORS),
     (3, "lexical table", M003_LEXICAL_TABLE),
+    (4, "word parts", m004_word_parts),
 )
