@@ -37,6 +37,11 @@ def test_the_same_characters_elsewhere_are_no_cue(text: str) -> None:
     ("駅前のカフェを探してください", []),  # verb + ください
     ("노동요 좀 틀어 줘", ["오늘 날씨 어때?", "맑아요"]),  # verb + benefactive 주
     ("제주도 항공권 예약하고 싶어요", []),  # desiderative 싶
+    ("마스크 좀 주문해 줘", []),  # a noun's verbal suffix + benefactive 주
+    ("면접 장소 판교로 적어 놔", ["면접은 목요일이에요"]),  # 놓: done in advance
+    ("소리 조금만 키워", []),  # closing on a plain verb form (casual imperative)
+    ("내일 비 와?", ["치과 일정 넣었어요"]),  # ... or a casual question about something new
+    ("会議のメモに場所を書いといて", []),  # とく: done in advance
 ])
 def test_a_request_predicate_with_a_new_noun_is_a_new_request(text: str, history: list[str]) -> None:
     reading = read_morphology(text)
@@ -49,7 +54,8 @@ def test_a_request_predicate_with_a_new_noun_is_a_new_request(text: str, history
     ("歯医者の予約を入れといて", ["歯医者の予約はいつにしますか"]),  # a request about what was just said
     ("네 오전 걸로요", ["오전 편과 오후 편이 있어요"]),  # a bare answer
     ("그거 세 시로 바꿔 줘", ["치과 일정은 두 시예요"]),  # a request without a content noun
-    ("내일 비 와?", []),  # a question, no request predicate
+    ("몇 시부터?", ["내일 비 와?"]),  # a question without a content noun
+    ("明日は雨が降りますか", []),  # a polite Japanese question: no request predicate
     ("find me a dentist", []),  # English: the English rules decide
 ])
 def test_answers_and_requests_about_the_same_thing_are_not_new_requests(text: str, history: list[str]) -> None:

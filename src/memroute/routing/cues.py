@@ -73,12 +73,14 @@ class Cues:
 _ADDITIVE = {"ja": "も", "ko": "도"}
 _NOUNS = frozenset({"noun", "propn", "num", "foreign", "root", "hanja"})
 _CONTENT_NOUNS = frozenset({"noun", "propn", "foreign", "root", "hanja"})
-# A request predicate, read from the morphology: a verb with a benefactive auxiliary ("...해 줘", "...して
-# ください / くれる", 「〜していただけますか」) or a desiderative one ("...하고 싶어", 「〜したい / 〜してほしい」), or
-# (Japanese) a verb's te-form closing the sentence, the casual request 「流して」「入れといて」. These are the
-# auxiliaries' lemmas, a closed class of the grammar, not words of any one domain.
-_REQUEST_AUX = {"ja": frozenset({"下さる", "くれる", "欲しい", "たい", "頂く", "貰う"}),
-                "ko": frozenset({"주", "드리", "싶"})}
+# A request predicate, read from the morphology: a verb with a benefactive auxiliary ("...해 줘",
+# 「〜してください」「〜してくれる」「〜していただけますか」), a desiderative one ("...하고 싶어",
+# 「〜したい」「〜してほしい」) or one of doing in advance ("적어 놔", "쟁여 둘까", 「入れとく」「書いておいて」);
+# (Japanese) a verb's te-form closing the sentence, the casual request 「流して」; (Korean) a message
+# closing on a verb's plain form, the casual imperative or question ("소리 좀 키워", "내일 비 와?").
+# These are the auxiliaries' lemmas, a closed class of the grammar, not words of any one domain.
+_REQUEST_AUX = {"ja": frozenset({"下さる", "くれる", "欲しい", "たい", "頂く", "貰う", "とく", "置く"}),
+                "ko": frozenset({"주", "드리", "싶", "놓", "두"})}
 _JA_SENTENCE_FINAL = frozenset({"よ", "ね", "な", "ー"})
 
 
@@ -108,10 +110,13 @@ def read_morphology(text: str) -> Morphology | None:
             while j >= 0 and tokens[j].pos == "particle":
                 j -= 1
             additive = j >= 0 and tokens[j].pos in _NOUNS
-        # the auxiliary follows a verb, directly or through its connective ending / te-form particle
+        # the auxiliary follows a verb (or a noun's verbal suffix: "주문해 줘"), directly or through its
+        # connective ending / te-form particle
         if tok.norm in aux and tok.pos in ("verb", "aux", "adj") and i > 0 and tokens[i - 1].pos in (
-                "verb", "aux", "ending", "particle"):
+                "verb", "aux", "suffix", "ending", "particle"):
             request = True
+    if language == "ko" and tokens and tokens[-1].pos == "verb":
+        request = True
     if language == "ja" and not request:
         j = len(tokens) - 1
         while j >= 0 and tokens[j].pos == "particle" and tokens[j].surface in _JA_SENTENCE_FINAL:
