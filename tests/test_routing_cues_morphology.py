@@ -68,3 +68,27 @@ def test_a_new_request_lowers_the_bar_for_a_switch() -> None:
     same = TurnFeatures(read_cues("노동요 좀 틀어 줘", None, ["노동요 뭐가 좋아?"]), words=2)
     assert new.cues.new_request and not same.cues.new_request
     assert margin_for(p, new) < margin_for(p, same)
+
+
+@pytest.mark.parametrize("text", ["ありがと", "完璧、ありがと", "さんきゅ", "고마워", "알겠어요 고마워요",
+                                  "ㅇㅋ 고마워", "오 좋다 땡큐", "감사해요"])
+def test_thanks_in_any_form_is_a_closing(text: str) -> None:
+    assert read_cues(text, None).closing
+
+
+@pytest.mark.parametrize("text", [
+    "감사 보고서 요약해 줘",  # 감사 as "audit", in a request
+    "고마워 이제 날씨 알려 줘",  # thanks, then a new request
+    "ありがとう、次は天気を調べて",
+])
+def test_thanks_with_a_request_is_no_closing(text: str) -> None:
+    assert not read_cues(text, None).closing
+
+
+@pytest.mark.parametrize(("text", "switch"), [
+    ("아 맞다 그 회의 다음 주로 옮겨 줘", True),  # "oh right": the user remembers something else
+    ("아 참, 금요일 오후에 비 와요?", True),
+    ("맞다 그거야", False),  # agreeing, no interjection before it
+])
+def test_oh_right_announces_a_switch(text: str, switch: bool) -> None:
+    assert read_cues(text, None).switch is switch

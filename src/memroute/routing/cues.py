@@ -82,6 +82,10 @@ _CONTENT_NOUNS = frozenset({"noun", "propn", "foreign", "root", "hanja"})
 _REQUEST_AUX = {"ja": frozenset({"下さる", "くれる", "欲しい", "たい", "頂く", "貰う", "とく", "置く"}),
                 "ko": frozenset({"주", "드리", "싶", "놓", "두"})}
 _JA_SENTENCE_FINAL = frozenset({"よ", "ね", "な", "ー"})
+# Lemmas of thanks (the tokenizers' normalised forms): any politeness level or casual spelling maps to them.
+_THANKS = {"ja": frozenset({"有り難う", "有り難い", "サンキュー"}), "ko": frozenset({"고맙", "땡큐", "감사"})}
+# "Oh right": an interjection, then a word of agreeing or remembering (아 맞다, 아 참, 「あ、そうだ」).
+_REMEMBER = {"ja": frozenset({"そう", "然う"}), "ko": frozenset({"맞", "참"})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,11 @@ class Morphology:
     """A request predicate (benefactive or desiderative auxiliary, or a Japanese clause-final te-form)."""
     nouns: frozenset[str] = frozenset()
     """The content nouns' lemmas (numbers left out: a time or a count is an answer, not a new topic)."""
+    thanks: bool = False
+    """A word of thanks by its lemma, whatever its form (ありがと / ありがとう → 有り難う, 고마워 / 고마워요 → 고맙,
+    감사해요 → 감사 + 하, 땡큐, サンキュー)."""
+    remembered: bool = False
+    """A message opening on "oh right" (아 맞다, 아 참, 「あ、そうだ」): the user remembers something else."""
 
 
 def read_morphology(text: str) -> Morphology | None:
@@ -122,8 +131,14 @@ def read_morphology(text: str) -> Morphology | None:
         while j >= 0 and tokens[j].pos == "particle" and tokens[j].surface in _JA_SENTENCE_FINAL:
             j -= 1
         request = j >= 1 and tokens[j].surface in ("て", "で") and tokens[j - 1].pos in ("verb", "aux")
-    nouns = frozenset(t.norm for t in tokens if t.is_content and t.pos in _CONTENT_NOUNS)
-    return Morphology(additive, request, nouns)
+    thanks_lemmas = _THANKS[language]
+    # 감사 is also "audit": only as a verb (감사해요, 감사합니다), i.e. followed by the verbal suffix
+    thanks = any(t.norm in thanks_lemmas and (t.norm != "감사" or (
+        i + 1 < len(tokens) and tokens[i + 1].pos == "suffix")) for i, t in enumerate(tokens))
+    remembered = len(tokens) > 1 and tokens[0].pos == "intj" and tokens[1].norm in _REMEMBER[language]
+    nouns = frozenset(t.norm for t in tokens
+                      if t.is_content and t.pos in _CONTENT_NOUNS and t.norm not in thanks_lemmas)
+    return Morphology(additive, request, nouns, thanks, remembered)
 
 
 def additive_particle(text: str) -> bool:
@@ -146,15 +161,16 @@ def read_cues(user_text: str, assistant_text: str | None, history: Sequence[str]
     new_request = False
     if reading is not None and reading.request and reading.nouns:
         new_request = bool(reading.nouns - _lemmas(history))
+    thanks = reading is not None and reading.thanks and not reading.request
     return Cues(
         also=bool(_ALSO.search(text)) or (reading is not None and reading.additive),
         another=bool(_ANOTHER.search(text)),
         request=bool(_REQUEST.search(text)),
-        switch=bool(_SWITCH.search(text)),
+        switch=bool(_SWITCH.search(text)) or (reading is not None and reading.remembered),
         # A closing is short and asks for nothing new: "No thanks, that's all", not "Thanks! Now a taxi".
-        closing=bool(_CLOSING.search(text)) and len(text.split()) <= 15 and len(text) <= 90
+        closing=(bool(_CLOSING.search(text)) or thanks) and len(text.split()) <= 15 and len(text) <= 90
         and "?" not in text and "？" not in text and not _REQUEST.search(text) and not _ALSO.search(text)
-        and not _ANOTHER.search(text),
+        and not _ANOTHER.search(text) and not (reading is not None and reading.request),
         assistant_done=bool(assistant_text and _ASSISTANT_DONE.search(assistant_text)),
         new_request=new_request,
     )
