@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memroute.text.language import detect_language
 from memroute.text.tokenizers import analyze_tokens
@@ -150,7 +151,13 @@ def additive_particle(text: str) -> bool:
 
 
 def _lemmas(texts: Sequence[str]) -> set[str]:
-    return {t.norm for text in texts for t in analyze_tokens(text) if t.is_content}
+    return set().union(*(_text_lemmas(text) for text in texts))
+
+
+@lru_cache(maxsize=4096)
+def _text_lemmas(text: str) -> frozenset[str]:
+    """A message's content lemmas (cached: each turn reads the same recent messages as the turn before)."""
+    return frozenset(t.norm for t in analyze_tokens(text) if t.is_content)
 
 
 def read_cues(user_text: str, assistant_text: str | None, history: Sequence[str] = ()) -> Cues:
