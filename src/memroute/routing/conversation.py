@@ -183,7 +183,7 @@ class ConversationRouter:
         # Only the explicit switch phrases of :mod:`cues` lower the bar: query understanding also calls
         # "something else" a switch, which in a task means another option of the same kind (on SGD dev, 4 %
         # of the turns it marked moved to another service, against 11 % of all turns).
-        cues = read_cues(text, assistant_text)
+        cues = read_cues(text, assistant_text, [m.text for m in recent])
         scored = self.router.score(RouterQuery(text=text), self.index)
         records: tuple[dict[str, Any], ...] = ()
         if self.router.llm is not None and scored.has_signal:

@@ -75,6 +75,11 @@ class PolicyParams:
     """... when the message asks something (a question mark)."""
     follow_up: float = 0.29
     """... when query understanding calls the message a follow-up ("What about ...?" often opens a new task)."""
+    new_request: float = 1.5
+    """... when a Japanese or Korean message is a request predicate with a content noun that the recent
+    conversation did not mention (:attr:`memroute.routing.cues.Cues.new_request`). Not in SGD's rule (English
+    messages never set it): chosen on the dev splits of JMultiWOZ-TC and memroute's Japanese and Korean sets
+    (1.0 / 1.25 / 1.5 / 2.0 / 2.5; the best mean of the three, docs/benchmarks.md)."""
     switch: float = 1.0
     """... after an explicit switch ("by the way", 「ところで」, "그런데"). Not fitted: such phrases are too rare in
     SGD to weigh (and there "by the way" mostly asks about the same thing), so this is a modest fixed credit."""
@@ -123,6 +128,7 @@ def margin_for(params: PolicyParams, message: TurnFeatures, standout: float = 0.
              + params.length * math.log1p(min(message.words, params.length_cap))
              + params.request * cues.request + params.also * cues.also + params.another * cues.another
              + params.assistant_done * cues.assistant_done + params.switch * cues.switch
+             + params.new_request * cues.new_request
              + params.question * message.question + params.follow_up * message.follow_up)
     return -terms / max(params.lead, 1e-6)
 
