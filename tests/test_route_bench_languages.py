@@ -23,8 +23,9 @@ def test_the_row_reports_latency_and_accuracy_per_routed_turn() -> None:
     row = bench_language("en", 12)
     assert row["language"] == "en" and row["turns"] == 12 and row["agents"] == 6
     assert 0 < row["latency_ms"]["p50"] <= row["latency_ms"]["p95"]
-    # CPU time of the routing thread never exceeds the wall-clock time of the same turns
-    assert 0 < row["cpu_ms"]["p50"] <= row["cpu_ms"]["p95"] <= row["latency_ms"]["p95"] * 1.05 + 0.1
+    # the turn's CPU time (the routing thread and the encoding worker) fits in two threads' wall-clock time
+    assert 0 < row["cpu_ms"]["p50"] <= row["cpu_ms"]["p95"] <= row["latency_ms"]["p95"] * 2.1 + 0.5
+    assert 0 < row["reply_cpu_ms"]["p50"] <= row["reply_cpu_ms"]["p95"] <= row["reply_ms"]["p95"] * 2.1 + 0.5
     assert row["accuracy"] >= 0.5  # the English conversations name their task plainly
 
 

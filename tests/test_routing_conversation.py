@@ -149,3 +149,29 @@ def test_a_reply_added_through_the_router_is_encoded_when_logged(memory: Memory,
         ahead.add_reply("ahead", "  ")
     with pytest.raises(InputError):
         ahead.add_reply("", "a reply")
+
+
+def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: Memory,
+                                                                         embedder: CachedEmbedder) -> None:
+    import threading
+
+    threads: list[str] = []
+
+    class Where:
+        model_id, dimension = embedder.model_id, embedder.dimension
+
+        def embed(self, texts: list[str], side: str = "passage") -> object:
+            threads.append(threading.current_thread().name)
+            return embedder.embed(texts, side)  # type: ignore[arg-type]
+
+    class Inline(ConversationRouter):
+        encode_ahead = False
+
+    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=Where()))  # type: ignore[arg-type]
+    inline = Inline(memory, AGENTS, router=AgentRouter(embedder=embedder))
+    for text in ("Please review this Python function for bugs", "and is the naming fine?",
+                 "What's the weather in Tokyo tomorrow?", "これを英語に翻訳して"):
+        threads.clear()
+        first, second = ahead.route(text, session="ahead"), inline.route(text, session="inline")
+        assert threads and all(name.startswith("memroute-embed") for name in threads)
+        assert (first.agent, first.action, first.scores) == (second.agent, second.action, second.scores)

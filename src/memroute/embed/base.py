@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -97,3 +99,22 @@ class CachedEmbedder:
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
         return out
+
+
+_AHEAD: ThreadPoolExecutor | None = None
+_AHEAD_LOCK = threading.Lock()
+
+
+def embed_ahead(embedder: Embedder, texts: Sequence[str], side: Side = "passage") -> Future[Vectors]:
+    """Start ``embedder.embed(texts, side)`` on a worker thread and return its future.
+
+    The packaged encoders run in C or numpy without holding the GIL, so a caller that has other work for
+    the same request (tokenising, reading state) does it on another core meanwhile. The workers are
+    shared by the process (as many as cores, at least 2); the encoders' own locks still run one call of a
+    model at a time."""
+    global _AHEAD
+    with _AHEAD_LOCK:
+        if _AHEAD is None:
+            _AHEAD = ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="memroute-embed")
+        pool = _AHEAD
+    return pool.submit(embedder.embed, list(texts), side)
