@@ -75,6 +75,11 @@ class CachedEmbedder:
         self.hits = 0
         self.misses = 0
 
+    def holds(self, text: str, side: Side = "passage") -> bool:
+        """Whether ``text`` is cached for ``side`` (embedding it would not call the model)."""
+        with self._lock:
+            return (side, text) in self._cache
+
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         missing: dict[str, list[int]] = {}

@@ -40,6 +40,8 @@ from memroute.types import Agent, Message
 STATE_NAMESPACE = "routing"
 _EVIDENCE_KEEP = 200
 """Evidence is stored for at most this many agents (the best ones): enough to revise, small to store."""
+REPLY_ROLES = frozenset({"assistant", "system", "bot", "agent"})
+"""Roles of the conversation log whose turns the router reads as the agent's replies."""
 _PREPARED_KEEP = 1024
 """Replies encoded ahead (:meth:`ConversationRouter.add_reply`) kept for at most this many (~4 KB each)."""
 
@@ -188,7 +190,7 @@ class ConversationRouter:
         # The assistant's replies since the last routed message: their text is read now (cues), their
         # encoding only when the task's evidence is needed (below): a turn that switches starts new evidence.
         replies = [m.text for m in recent if (m.id is None or m.id > last_seen) and m.text.strip()
-                   and m.role.lower() in ("assistant", "system", "bot", "agent")]
+                   and m.role.lower() in REPLY_ROLES]
         assistant_text = replies[-1] if replies else None
         continuation, needs_context, analysis_cue = _analysis(text, recent)
         # Only the explicit switch phrases of :mod:`cues` lower the bar: query understanding also calls
