@@ -35,3 +35,19 @@ def test_bench_route_adds_the_chosen_language_rows(capsys: pytest.CaptureFixture
     assert [r.get("language") for r in rows] == [None, "en"] and rows[1]["turns"] == 6
     assert main(["bench", "route", "--agents", "3", "--queries", "6", "--no-languages", "--json"]) == 0
     assert [r.get("language") for r in json.loads(capsys.readouterr().out)] == [None]
+
+
+def test_e5_threads_come_from_the_environment_and_sleep_when_idle(tmp_path: object) -> None:
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import os; from memroute.embed.models import E5_THREADS, E5SmallEmbedder; E5SmallEmbedder(); "
+             "print(E5_THREADS, os.environ.get('OMP_WAIT_POLICY'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "MEMROUTE_E5_THREADS",
+                                                            "MEMROUTE_EMBED_THREADS")}
+    one = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    two = subprocess.run([sys.executable, "-c", probe], env=env | {"MEMROUTE_E5_THREADS": "2"},
+                         capture_output=True, text=True, check=True)
+    assert one.stdout.split() == ["1", "None"]  # the default: one thread, nothing set
+    assert two.stdout.split() == ["2", "passive"]
