@@ -139,3 +139,21 @@ def test_the_strong_encoder_runs_on_its_own_thread_and_concurrent_callers_agree(
         together = list(pool.map(lambda t: model.embed([t], side="query"), texts * 3))
     for i, vec in enumerate(together):
         assert np.allclose(vec, alone[i % len(texts)], atol=1e-6)
+
+
+def test_a_forked_child_encodes_on_threads_of_its_own(embedder: CachedEmbedder, e5: E5SmallEmbedder) -> None:
+    import multiprocessing
+
+    model = LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
+    parent = model.embed(["明日の天気は？"], side="query")  # the parent's worker threads exist now
+
+    def child(out: multiprocessing.Queue[object]) -> None:
+        out.put(model.embed(["明日の天気は？"], side="query").tolist())
+
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.Queue[object] = context.Queue()
+    process = context.Process(target=child, args=(queue,))
+    process.start()
+    got = queue.get(timeout=60)  # with the parent's dead threads the child would wait forever
+    process.join(10)
+    assert np.allclose(np.array(got), parent, atol=1e-6)

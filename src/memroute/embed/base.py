@@ -106,7 +106,9 @@ class CachedEmbedder:
         return out
 
 
-_AHEAD: ThreadPoolExecutor | None = None
+_AHEAD: tuple[int, ThreadPoolExecutor] | None = None
+"""The process's workers, with the id of the process that made them (a forked child makes its own: the
+threads of a pool do not survive a fork, and work handed to them would never run)."""
 _AHEAD_LOCK = threading.Lock()
 
 
@@ -119,7 +121,7 @@ def embed_ahead(embedder: Embedder, texts: Sequence[str], side: Side = "passage"
     model at a time."""
     global _AHEAD
     with _AHEAD_LOCK:
-        if _AHEAD is None:
-            _AHEAD = ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="memroute-embed")
-        pool = _AHEAD
+        if _AHEAD is None or _AHEAD[0] != os.getpid():
+            _AHEAD = (os.getpid(), ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="memroute-embed"))
+        pool = _AHEAD[1]
     return pool.submit(embedder.embed, list(texts), side)

@@ -20,6 +20,7 @@ a larger lead; describe such a catalogue in the users' language, or route with `
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +65,7 @@ class LanguageAwareEmbedder:
         self._mean = np.zeros(strong_dimension, dtype=np.float32)
         self._strong_dimension = strong_dimension
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: tuple[int, ThreadPoolExecutor] | None = None
         self.model_id = f"{fast.model_id}|{'+'.join(sorted(languages))}:{strong_id}"
         self.dimension = fast.dimension + strong_dimension
 
@@ -105,10 +106,11 @@ class LanguageAwareEmbedder:
     def _strong_thread(self) -> ThreadPoolExecutor:
         # One thread of its own (the encoder runs one call at a time anyway): a task there never waits for
         # another task, so callers on any pool cannot deadlock on it.
+        # A forked child makes its own: a pool's thread does not survive a fork.
         with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="memroute-strong")
-            return self._executor
+            if self._executor is None or self._executor[0] != os.getpid():
+                self._executor = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="memroute-strong"))
+            return self._executor[1]
 
     def _fast_part(self, texts: Sequence[str], side: Side) -> Vectors:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
