@@ -157,3 +157,14 @@ def test_a_forked_child_encodes_on_threads_of_its_own(embedder: CachedEmbedder, 
     got = queue.get(timeout=60)  # with the parent's dead threads the child would wait forever
     process.join(10)
     assert np.allclose(np.array(got), parent, atol=1e-6)
+
+
+def test_runs_strong_says_when_e5_would_run(embedder: CachedEmbedder, e5: E5SmallEmbedder) -> None:
+    from memroute.embed.by_language import runs_strong
+
+    cached = CachedEmbedder(LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension))
+    assert runs_strong(cached, "明日の天気は？（確認 7）") and runs_strong(cached, "내일 날씨 어때? (확인 7)")
+    assert not runs_strong(cached, "what's the weather tomorrow?") and not runs_strong(embedder, "明日の天気は？")
+    cached.embed(["明日の天気は？（確認 7）"], side="query")
+    assert not runs_strong(cached, "明日の天気は？（確認 7）", "query")  # cached: nothing to wait for
+    assert runs_strong(cached, "明日の天気は？（確認 7）", "passage")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from memroute import Memory
-from memroute.embed import CachedEmbedder
+from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedder
 from memroute.errors import InputError
 from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.cues import read_cues
+from memroute.text import detect_language
 from memroute.types import Agent
 
 AGENTS = (
@@ -167,11 +168,16 @@ def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: 
     class Inline(ConversationRouter):
         encode_ahead = False
 
-    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=Where()))  # type: ignore[arg-type]
-    inline = Inline(memory, AGENTS, router=AgentRouter(embedder=embedder))
+    e5 = E5SmallEmbedder()
+    language_aware = LanguageAwareEmbedder(Where(), lambda: e5, e5.model_id, e5.dimension)  # type: ignore[arg-type]
+    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=language_aware))
+    inline = Inline(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
+        embedder, lambda: e5, e5.model_id, e5.dimension)))
     for text in ("Please review this Python function for bugs", "and is the naming fine?",
-                 "What's the weather in Tokyo tomorrow?", "これを英語に翻訳して"):
+                 "What's the weather in Tokyo tomorrow?", "これを英語に翻訳して", "이 문장 번역해 줘"):
         threads.clear()
         first, second = ahead.route(text, session="ahead"), inline.route(text, session="inline")
-        assert threads and all(name.startswith("memroute-embed") for name in threads)
+        # e5's ~20-30 ms go to a worker; use-m3's ~2 ms are not worth handing over
+        on_worker = [name.startswith("memroute-embed") for name in threads]
+        assert on_worker == [detect_language(text) in ("ja", "ko")]
         assert (first.agent, first.action, first.scores) == (second.agent, second.action, second.scores)

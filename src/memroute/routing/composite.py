@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import ROUTING_EMBEDDER, Embedder, Vectors, embed_ahead, get_embedder
+from memroute.embed.by_language import runs_strong
 from memroute.errors import InputError
 from memroute.llm.steps import LlmAssistant
 from memroute.routing.calibration import Calibration, ConfidenceFeatures, gap_scale
@@ -100,13 +101,14 @@ class AgentRouter:
         return prepared
 
     def encode_ahead(self, query: RouterQuery | str) -> Future[Vectors] | None:
-        """Start encoding ``query``'s text on a worker thread, for :meth:`prepare` to collect: the encoder
-        (multilingual-e5 takes ~20 ms a Japanese or Korean text) then runs beside the rest of a turn's work
-        on a second core. ``None`` when there is nothing to encode."""
-        text = RouterQuery.of(query).query_text()
-        if self.embedder is None or not text:
+        """Start encoding ``query``'s text on a worker thread, for :meth:`prepare` to collect: the strong
+        encoder (multilingual-e5, ~20-30 ms a Japanese or Korean text) then runs beside the rest of a turn's
+        work on a second core. ``None`` when the encoding is quick (use-m3 alone, or cached): it is done in
+        :meth:`prepare`."""
+        text = RouterQuery.of(query).query_text()[:EMBED_CHARS]
+        if self.embedder is None or not text or not runs_strong(self.embedder, text, "query"):
             return None
-        return embed_ahead(self.embedder, [text[:EMBED_CHARS]], "query")
+        return embed_ahead(self.embedder, [text], "query")
 
     def score(self, query: RouterQuery | str | PreparedQuery, agents: Sequence[Agent] | CatalogueIndex) -> ScoredQuery:
         """Every agent's score for ``query`` (no ranking): the building block of :meth:`route`."""

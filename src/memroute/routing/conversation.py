@@ -130,7 +130,8 @@ class ConversationRouter:
     lazy_replies = True
     """Encode the assistant's replies only for a turn that stays (the switch test never reads them)."""
     encode_ahead = True
-    """Encode the message on a worker thread while the rest of the turn is read (same vectors, less waiting)."""
+    """Encode a Japanese or Korean message on a worker thread while the rest of the turn is read (same
+    vectors, less waiting; see :meth:`AgentRouter.encode_ahead`)."""
 
     def __init__(self, memory: Any, agents: Sequence[Agent], *, router: AgentRouter | None = None,
                  params: PolicyParams | None = None, owner: str | None = None, context_window: int = 8,
@@ -180,7 +181,7 @@ class ConversationRouter:
         if not isinstance(text, str) or not text.strip():
             raise InputError("the message is empty: route needs the user's text")
         owner = self.owner if owner is None else owner
-        # The message's encoding starts first, on another core: state, analysis and cues are read meanwhile.
+        # A slow encoding (e5) starts first, on another core: state, analysis and cues are read meanwhile.
         vector = self.router.encode_ahead(text) if self.encode_ahead else None
         state = self.store.get_state(STATE_NAMESPACE, session, owner) or {}
         recent = self.store.recent_messages(session, owner, self.context_window)
