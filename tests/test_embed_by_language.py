@@ -115,3 +115,56 @@ def test_a_capability_is_scored_by_e5_in_its_agents_context(embedder: CachedEmbe
     english = router.prepare("will it rain in Busan tomorrow?")
     assert english.vector is not None
     assert np.allclose(mixed._piece_sims(english.vector, index), index.piece_matrix @ english.vector, atol=1e-6)
+
+
+def test_the_strong_encoder_runs_on_its_own_thread_and_concurrent_callers_agree(embedder: CachedEmbedder,
+                                                                                 e5: E5SmallEmbedder) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    where: list[str] = []
+
+    class Recording:
+        model_id, dimension = e5.model_id, e5.dimension
+
+        def embed(self, texts: list[str], side: str = "passage") -> object:
+            where.append(threading.current_thread().name)
+            return e5.embed(texts, side)  # type: ignore[arg-type]
+
+    model = LanguageAwareEmbedder(embedder, Recording, e5.model_id, e5.dimension)  # type: ignore[arg-type]
+    texts = ["明日の天気は？", "레스토랑 예약하고 싶어요", "find a restaurant nearby", "この文を英語にして"]
+    alone = [model.embed([t], side="query") for t in texts]
+    assert where and all(name.startswith("memroute-strong") for name in where)
+    with ThreadPoolExecutor(4) as pool:  # callers on several threads at once: same vectors, no deadlock
+        together = list(pool.map(lambda t: model.embed([t], side="query"), texts * 3))
+    for i, vec in enumerate(together):
+        assert np.allclose(vec, alone[i % len(texts)], atol=1e-6)
+
+
+def test_a_forked_child_encodes_on_threads_of_its_own(embedder: CachedEmbedder, e5: E5SmallEmbedder) -> None:
+    import multiprocessing
+
+    model = LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
+    parent = model.embed(["明日の天気は？"], side="query")  # the parent's worker threads exist now
+
+    def child(out: multiprocessing.Queue[object]) -> None:
+        out.put(model.embed(["明日の天気は？"], side="query").tolist())
+
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.Queue[object] = context.Queue()
+    process = context.Process(target=child, args=(queue,))
+    process.start()
+    got = queue.get(timeout=60)  # with the parent's dead threads the child would wait forever
+    process.join(10)
+    assert np.allclose(np.array(got), parent, atol=1e-6)
+
+
+def test_runs_strong_says_when_e5_would_run(embedder: CachedEmbedder, e5: E5SmallEmbedder) -> None:
+    from memroute.embed.by_language import runs_strong
+
+    cached = CachedEmbedder(LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension))
+    assert runs_strong(cached, "明日の天気は？（確認 7）") and runs_strong(cached, "내일 날씨 어때? (확인 7)")
+    assert not runs_strong(cached, "what's the weather tomorrow?") and not runs_strong(embedder, "明日の天気は？")
+    cached.embed(["明日の天気は？（確認 7）"], side="query")
+    assert not runs_strong(cached, "明日の天気は？（確認 7）", "query")  # cached: nothing to wait for
+    assert runs_strong(cached, "明日の天気は？（確認 7）", "passage")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from memroute import Memory
-from memroute.embed import CachedEmbedder
+from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedder
 from memroute.errors import InputError
 from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.cues import read_cues
+from memroute.text import detect_language
 from memroute.types import Agent
 
 AGENTS = (
@@ -116,3 +117,67 @@ def test_a_reply_is_encoded_only_when_the_turn_stays(memory: Memory, embedder: C
     stay = conv.route("and the day after?", session="enc")
     assert stay.action in ("stayed", "revised") and stay.agent is not None and stay.agent.id == "weather"
     assert "Tomorrow in Tokyo: sunny, 21 degrees." in seen  # a turn that stays reads the reply's evidence
+
+
+def test_a_reply_added_through_the_router_is_encoded_when_logged(memory: Memory, embedder: CachedEmbedder) -> None:
+    seen: list[str] = []
+
+    class Counting:
+        model_id, dimension = embedder.model_id, embedder.dimension
+
+        def embed(self, texts: list[str], side: str = "passage") -> object:
+            seen.extend(texts)
+            return embedder.embed(texts, side)  # type: ignore[arg-type]
+
+    turns = [("Please review this Python function for bugs", "Line 3 has an off-by-one error in the loop."),
+             ("and is the naming style fine?", "The names are fine, but the loop could be a comprehension."),
+             ("By the way, what's the weather forecast for Tokyo tomorrow?", "Tomorrow in Tokyo: sunny, 21 degrees."),
+             ("and the day after?", "Cloudy, 18 degrees.")]
+    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=Counting()))  # type: ignore[arg-type]
+    logged = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=embedder))
+    for user, reply in turns:
+        before = len(seen)
+        first = ahead.route(user, session="ahead")
+        assert seen[before:] == [user]  # the turn encodes the message only: the reply was encoded when logged
+        second = logged.route(user, session="logged")
+        assert (first.agent, first.action, first.scores) == (second.agent, second.action, second.scores)
+        ahead.add_reply("ahead", reply)
+        assert seen[-1] == reply
+        memory.add_message("logged", "assistant", reply)
+    stored = memory.recent_messages("ahead", limit=2)
+    assert [(m.role, m.text) for m in stored] == [("user", turns[-1][0]), ("assistant", turns[-1][1])]
+    with pytest.raises(InputError):
+        ahead.add_reply("ahead", "  ")
+    with pytest.raises(InputError):
+        ahead.add_reply("", "a reply")
+
+
+def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: Memory,
+                                                                         embedder: CachedEmbedder) -> None:
+    import threading
+
+    threads: list[str] = []
+
+    class Where:
+        model_id, dimension = embedder.model_id, embedder.dimension
+
+        def embed(self, texts: list[str], side: str = "passage") -> object:
+            threads.append(threading.current_thread().name)
+            return embedder.embed(texts, side)  # type: ignore[arg-type]
+
+    class Inline(ConversationRouter):
+        encode_ahead = False
+
+    e5 = E5SmallEmbedder()
+    language_aware = LanguageAwareEmbedder(Where(), lambda: e5, e5.model_id, e5.dimension)  # type: ignore[arg-type]
+    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=language_aware))
+    inline = Inline(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
+        embedder, lambda: e5, e5.model_id, e5.dimension)))
+    for text in ("Please review this Python function for bugs", "and is the naming fine?",
+                 "What's the weather in Tokyo tomorrow?", "これを英語に翻訳して", "이 문장 번역해 줘"):
+        threads.clear()
+        first, second = ahead.route(text, session="ahead"), inline.route(text, session="inline")
+        # e5's ~20-30 ms go to a worker; use-m3's ~2 ms are not worth handing over
+        on_worker = [name.startswith("memroute-embed") for name in threads]
+        assert on_worker == [detect_language(text) in ("ja", "ko")]
+        assert (first.agent, first.action, first.scores) == (second.agent, second.action, second.scores)

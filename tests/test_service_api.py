@@ -275,3 +275,18 @@ def test_an_integer_beyond_64_bits_in_metadata_is_refused_and_nothing_is_stored(
                                                "skip_invalid": True})
     assert r.status_code == 200 and r.json()["stored"] == 1, r.text
     assert [(e["index"], "64-bit" in e["reason"]) for e in r.json()["rejected"]] == [(1, True)]
+
+
+def test_a_logged_reply_is_encoded_before_the_next_routed_turn(http: httpx.Client, live: Live) -> None:
+    import time
+
+    cache = live.app.state.service.router.embedder
+    assert isinstance(cache, CachedEmbedder)
+    reply, user = "明日の会議は10時からに変更しました（返信 41）", "会議の場所も教えて（質問 41）"
+    for role, text in (("assistant", reply), ("user", user)):
+        assert http.post("/v1/sessions/ahead-1/messages", json={"role": role, "text": text}).status_code == 201
+    deadline = time.monotonic() + 20
+    while not cache.holds(reply, "query") and time.monotonic() < deadline:
+        time.sleep(0.05)  # encoded in the background, after the answer was sent
+    assert cache.holds(reply, "query")
+    assert not cache.holds(user, "query")  # a user's message is encoded when it is routed, not when logged

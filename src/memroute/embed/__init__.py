@@ -1,6 +1,6 @@
 """Embeddings: the ``Embedder`` protocol and the packaged offline models."""
 
-from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, normalise_rows
+from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_ahead, normalise_rows
 from memroute.embed.by_language import LanguageAwareEmbedder
 from memroute.embed.models import (
     EMBEDDERS,
@@ -23,6 +23,7 @@ __all__ = [
     "Side",
     "UseM3Embedder",
     "Vectors",
+    "embed_ahead",
     "get_embedder",
     "normalise_rows",
     "routing_embedder",

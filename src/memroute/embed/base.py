@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -73,6 +75,11 @@ class CachedEmbedder:
         self.hits = 0
         self.misses = 0
 
+    def holds(self, text: str, side: Side = "passage") -> bool:
+        """Whether ``text`` is cached for ``side`` (embedding it would not call the model)."""
+        with self._lock:
+            return (side, text) in self._cache
+
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         missing: dict[str, list[int]] = {}
@@ -97,3 +104,24 @@ class CachedEmbedder:
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
         return out
+
+
+_AHEAD: tuple[int, ThreadPoolExecutor] | None = None
+"""The process's workers, with the id of the process that made them (a forked child makes its own: the
+threads of a pool do not survive a fork, and work handed to them would never run)."""
+_AHEAD_LOCK = threading.Lock()
+
+
+def embed_ahead(embedder: Embedder, texts: Sequence[str], side: Side = "passage") -> Future[Vectors]:
+    """Start ``embedder.embed(texts, side)`` on a worker thread and return its future.
+
+    The packaged encoders run in C or numpy without holding the GIL, so a caller that has other work for
+    the same request (tokenising, reading state) does it on another core meanwhile. The workers are
+    shared by the process (as many as cores, at least 2); the encoders' own locks still run one call of a
+    model at a time."""
+    global _AHEAD
+    with _AHEAD_LOCK:
+        if _AHEAD is None or _AHEAD[0] != os.getpid():
+            _AHEAD = (os.getpid(), ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="memroute-embed"))
+        pool = _AHEAD[1]
+    return pool.submit(embedder.embed, list(texts), side)

@@ -20,8 +20,10 @@ a larger lead; describe such a catalogue in the users' language, or route with `
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -63,6 +65,7 @@ class LanguageAwareEmbedder:
         self._mean = np.zeros(strong_dimension, dtype=np.float32)
         self._strong_dimension = strong_dimension
         self._lock = threading.Lock()
+        self._executor: tuple[int, ThreadPoolExecutor] | None = None
         self.model_id = f"{fast.model_id}|{'+'.join(sorted(languages))}:{strong_id}"
         self.dimension = fast.dimension + strong_dimension
 
@@ -83,14 +86,31 @@ class LanguageAwareEmbedder:
         return [i for i, t in enumerate(texts) if detect_language(t) in self.languages]
 
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
-        out = self._fast_part(texts, side)
         rows = self.strong_rows(texts)
-        if rows:
+        # The strong encoder runs on its own thread while the fast one runs here: on two free cores a
+        # Japanese or Korean text waits for e5 alone, not for e5 after use-m3.
+        strong = self._strong_thread().submit(self._strong_part, [texts[i] for i in rows], side) if rows else None
+        out = self._fast_part(texts, side)
+        if strong is not None:
             out[rows, : self.fast.dimension] *= np.float32(math.sqrt(1 - STRONG_SHARE))
-            strong = self.strong.embed([texts[i] for i in rows], side) - self._mean
-            strong /= np.maximum(np.linalg.norm(strong, axis=1, keepdims=True), np.float32(1e-6))
-            out[rows, self.fast.dimension :] = strong * np.float32(math.sqrt(STRONG_SHARE))
+            out[rows, self.fast.dimension :] = strong.result()
         return out
+
+    def _strong_part(self, texts: list[str], side: Side) -> Vectors:
+        """The strong encoder's centred, scaled part of ``texts``' vectors."""
+        strong = self.strong.embed(texts, side) - self._mean
+        strong /= np.maximum(np.linalg.norm(strong, axis=1, keepdims=True), np.float32(1e-6))
+        out: Vectors = strong * np.float32(math.sqrt(STRONG_SHARE))
+        return out
+
+    def _strong_thread(self) -> ThreadPoolExecutor:
+        # One thread of its own (the encoder runs one call at a time anyway): a task there never waits for
+        # another task, so callers on any pool cannot deadlock on it.
+        # A forked child makes its own: a pool's thread does not survive a fork.
+        with self._lock:
+            if self._executor is None or self._executor[0] != os.getpid():
+                self._executor = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="memroute-strong"))
+            return self._executor[1]
 
     def _fast_part(self, texts: Sequence[str], side: Side) -> Vectors:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -104,3 +124,14 @@ def strong_columns(embedder: object) -> int | None:
     ``None`` when it is not a :class:`LanguageAwareEmbedder`."""
     inner = getattr(embedder, "inner", embedder)
     return inner.fast.dimension if isinstance(inner, LanguageAwareEmbedder) else None
+
+
+def runs_strong(embedder: object, text: str, side: Side = "query") -> bool:
+    """Whether ``embedder`` would run the strong encoder (e5, ~20-30 ms) for ``text``: a Japanese or Korean
+    text a :class:`LanguageAwareEmbedder` has not cached. Worth a second thread; use-m3's ~2 ms is not (under
+    load, handing it to another thread cost more wall-clock time than it saved, 2026-11-26)."""
+    inner = getattr(embedder, "inner", embedder)
+    holds = getattr(embedder, "holds", None)
+    if callable(holds) and holds(text, side):
+        return False
+    return isinstance(inner, LanguageAwareEmbedder) and detect_language(text) in inner.languages

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
-from memroute.embed import ROUTING_EMBEDDER, Embedder, get_embedder
+from memroute.embed import ROUTING_EMBEDDER, Embedder, Vectors, embed_ahead, get_embedder
+from memroute.embed.by_language import runs_strong
 from memroute.errors import InputError
 from memroute.llm.steps import LlmAssistant
 from memroute.routing.calibration import Calibration, ConfidenceFeatures, gap_scale
@@ -83,16 +85,30 @@ class AgentRouter:
         """The precomputed catalogue (cached by agent id + version); call it to warm the cache."""
         return self.cache.index(agents)
 
-    def prepare(self, query: RouterQuery | str) -> PreparedQuery:
+    def prepare(self, query: RouterQuery | str, *, vector: Future[Vectors] | None = None) -> PreparedQuery:
+        """The query as the strategies read it. ``vector``: its encoding started earlier by
+        :meth:`encode_ahead` (the rest is prepared while it runs)."""
         q = RouterQuery.of(query)
         text = q.query_text()
         types = content_types_of([c.name for c in q.content], [c.mime for c in q.content], [c.type for c in q.content])
         if not text and not types and not q.hints and not q.tags:
             raise InputError("the query is empty: give it text, content, hints or tags")
-        vector = None
-        if self.embedder is not None and text:
-            vector = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]
-        return PreparedQuery(text, tokenize(text) if text else [], types, q.tags, q.hints, vector)
+        prepared = PreparedQuery(text, tokenize(text) if text else [], types, q.tags, q.hints)
+        if vector is not None:
+            prepared.vector = vector.result()[0]
+        elif self.embedder is not None and text:
+            prepared.vector = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]
+        return prepared
+
+    def encode_ahead(self, query: RouterQuery | str) -> Future[Vectors] | None:
+        """Start encoding ``query``'s text on a worker thread, for :meth:`prepare` to collect: the strong
+        encoder (multilingual-e5, ~20-30 ms a Japanese or Korean text) then runs beside the rest of a turn's
+        work on a second core. ``None`` when the encoding is quick (use-m3 alone, or cached): it is done in
+        :meth:`prepare`."""
+        text = RouterQuery.of(query).query_text()[:EMBED_CHARS]
+        if self.embedder is None or not text or not runs_strong(self.embedder, text, "query"):
+            return None
+        return embed_ahead(self.embedder, [text], "query")
 
     def score(self, query: RouterQuery | str | PreparedQuery, agents: Sequence[Agent] | CatalogueIndex) -> ScoredQuery:
         """Every agent's score for ``query`` (no ranking): the building block of :meth:`route`."""

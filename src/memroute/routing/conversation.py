@@ -14,7 +14,9 @@ The session's route (current agent, task evidence, last message read) is kept in
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -32,11 +34,16 @@ from memroute.routing.index import F32, CatalogueIndex
 from memroute.routing.llm_assist import assist
 from memroute.routing.policy import Action, PolicyParams, Step, TurnFeatures, catalogue_scale, normalised, user_step
 from memroute.routing.query import AgentScore, RouterQuery
+from memroute.routing.strategies import PreparedQuery
 from memroute.types import Agent, Message
 
 STATE_NAMESPACE = "routing"
 _EVIDENCE_KEEP = 200
 """Evidence is stored for at most this many agents (the best ones): enough to revise, small to store."""
+REPLY_ROLES = frozenset({"assistant", "system", "bot", "agent"})
+"""Roles of the conversation log whose turns the router reads as the agent's replies."""
+_PREPARED_KEEP = 1024
+"""Replies encoded ahead (:meth:`ConversationRouter.add_reply`) kept for at most this many (~4 KB each)."""
 
 
 class ConversationLog(Protocol):
@@ -122,6 +129,9 @@ class ConversationRouter:
 
     lazy_replies = True
     """Encode the assistant's replies only for a turn that stays (the switch test never reads them)."""
+    encode_ahead = True
+    """Encode a Japanese or Korean message on a worker thread while the rest of the turn is read (same
+    vectors, less waiting; see :meth:`AgentRouter.encode_ahead`)."""
 
     def __init__(self, memory: Any, agents: Sequence[Agent], *, router: AgentRouter | None = None,
                  params: PolicyParams | None = None, owner: str | None = None, context_window: int = 8,
@@ -159,6 +169,8 @@ class ConversationRouter:
         scale = catalogue_scale(self.index.piece_matrix, self.index.piece_owner, self.index.piece_starts)
         # Scores are sums over the total weight, so the floor follows the embedding's share of it.
         self.floor = self.params.scale_floor * scale * emb_weight / self.router.total_weight or 0.01
+        self._prepared: OrderedDict[str, PreparedQuery] = OrderedDict()
+        self._prepared_lock = threading.Lock()
 
     # --------------------------------------------------------------------------------- public API
     def route(self, text: str, session: str, *, owner: str | None = None) -> ConversationDecision:
@@ -169,6 +181,8 @@ class ConversationRouter:
         if not isinstance(text, str) or not text.strip():
             raise InputError("the message is empty: route needs the user's text")
         owner = self.owner if owner is None else owner
+        # A slow encoding (e5) starts first, on another core: state, analysis and cues are read meanwhile.
+        vector = self.router.encode_ahead(text) if self.encode_ahead else None
         state = self.store.get_state(STATE_NAMESPACE, session, owner) or {}
         recent = self.store.recent_messages(session, owner, self.context_window)
         current = self.index.position.get(str(state.get("current") or ""))
@@ -177,14 +191,14 @@ class ConversationRouter:
         # The assistant's replies since the last routed message: their text is read now (cues), their
         # encoding only when the task's evidence is needed (below): a turn that switches starts new evidence.
         replies = [m.text for m in recent if (m.id is None or m.id > last_seen) and m.text.strip()
-                   and m.role.lower() in ("assistant", "system", "bot", "agent")]
+                   and m.role.lower() in REPLY_ROLES]
         assistant_text = replies[-1] if replies else None
         continuation, needs_context, analysis_cue = _analysis(text, recent)
         # Only the explicit switch phrases of :mod:`cues` lower the bar: query understanding also calls
         # "something else" a switch, which in a task means another option of the same kind (on SGD dev, 4 %
         # of the turns it marked moved to another service, against 11 % of all turns).
         cues = read_cues(text, assistant_text, [m.text for m in recent])
-        scored = self.router.score(RouterQuery(text=text), self.index)
+        scored = self.router.score(self.router.prepare(RouterQuery(text=text), vector=vector), self.index)
         records: tuple[dict[str, Any], ...] = ()
         if self.router.llm is not None and scored.has_signal:
             scored, records = assist(self.router, self.router.llm, scored, needs_context=needs_context)
@@ -216,6 +230,33 @@ class ConversationRouter:
         """The policy's decision on one user turn (a method, so that fitting can record what it was given)."""
         return user_step(self.params, scores, allowed, current, evidence, features, self.floor)
 
+    def add_reply(self, session: str, text: str, *, owner: str | None = None) -> None:
+        """Log the assistant's reply to ``session`` and encode it now, while the user reads it.
+
+        The next :meth:`route` of the session reads the reply as evidence about the task; encoding it
+        here takes that work off the path the user waits on (multilingual-e5 costs ~20-30 ms a Japanese or
+        Korean text on one core). Logging the reply with ``Memory.add_message`` instead routes the same
+        way, with the encoding paid in the next ``route``; so does a reply logged on another process."""
+        if not isinstance(session, str) or not session.strip():
+            raise InputError("add_reply needs the session id the reply belongs to")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("the reply is empty: add_reply needs the assistant's text")
+        owner = self.owner if owner is None else owner
+        self.store.add_messages([Message(session, "assistant", text, datetime.now(UTC), owner)])
+        self.prepare_reply(text)
+
+    def prepare_reply(self, text: str) -> None:
+        """Encode an assistant reply ahead of the next :meth:`route` (for an application that logs its
+        replies itself): decisions are the same, only the time moves. At most the last 1,024 are kept."""
+        if not text.strip():
+            return
+        prepared = self.router.prepare(text)
+        with self._prepared_lock:
+            self._prepared[text] = prepared
+            self._prepared.move_to_end(text)
+            while len(self._prepared) > _PREPARED_KEEP:
+                self._prepared.popitem(last=False)
+
     def reset(self, session: str, *, owner: str | None = None) -> None:
         """Forget a session's route (the next message is routed as a first message)."""
         self.store.put_state(STATE_NAMESPACE, session, {}, self.owner if owner is None else owner)
@@ -226,7 +267,9 @@ class ConversationRouter:
         if evidence is None:
             return None
         for reply in replies:
-            a = self.router.score(reply, self.index)
+            with self._prepared_lock:
+                prepared = self._prepared.pop(reply, None)
+            a = self.router.score(prepared or reply, self.index)
             evidence = evidence + self.params.assistant_weight * normalised(a.total, self.floor)
         return evidence
 

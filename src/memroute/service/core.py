@@ -7,6 +7,7 @@ console) authenticates, scopes owners, rate-limits and runs library calls exactl
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -14,8 +15,8 @@ from typing import Any, TypeVar
 from starlette.responses import Response
 
 from memroute.config import Settings
-from memroute.embed import routing_embedder
-from memroute.errors import AuthError, ConfigError
+from memroute.embed import CachedEmbedder, routing_embedder
+from memroute.errors import AuthError, ConfigError, MemrouteError
 from memroute.memory import Memory
 from memroute.routing import AgentRouter
 from memroute.routing.fitted import load_fit
@@ -26,6 +27,7 @@ from memroute.service.limits import RateLimiter, Runner
 from memroute.types import Agent
 
 T = TypeVar("T")
+log = logging.getLogger("memroute.service")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,16 @@ class Service:
         an owner the key may not act for, ``InputError`` for an owner id that cannot be one."""
         principal = self.authenticate(key, client_host)
         return Caller(principal, principal.owner_for(owner))
+
+    def prepare_reply(self, text: str) -> None:
+        """Encode an agent's reply as it is logged, so that the next routed turn of its session finds the
+        vector in the encoder's cache instead of encoding it while the user waits (run after the answer)."""
+        if not isinstance(self.router.embedder, CachedEmbedder) or not text.strip():
+            return  # an uncached encoder would encode it again in the route
+        try:
+            self.router.prepare(text)
+        except MemrouteError as exc:  # only time was to be saved: the route encodes it (and reports) itself
+            log.warning("encoding a logged reply ahead failed: %s", exc)
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run a blocking library call in a worker thread (see :mod:`memroute.service.limits`)."""

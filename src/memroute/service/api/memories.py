@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, BackgroundTasks, Path, Query
 from fastapi.exceptions import RequestValidationError
 
 from memroute.errors import NotFoundError, ServiceError
+from memroute.routing.conversation import REPLY_ROLES
 from memroute.service.api.deps import ERRORS, CallerDep, ServiceDep
 from memroute.service.schemas import (
     NOT_BLANK,
@@ -133,9 +134,13 @@ async def forget_owner(caller: CallerDep, service: ServiceDep) -> DeletedOut:
 
 @router.post("/sessions/{session_id}/messages", status_code=201, tags=["messages"],
              summary="Append a turn to a session's conversation log")
-async def add_message(session_id: SessionId, body: MessageIn, caller: CallerDep, service: ServiceDep) -> MessageOut:
-    return MessageOut.of(await service.run(lambda: service.memory.add_message(
-        session_id, body.role, body.text, owner=caller.owner, at=body.at)))
+async def add_message(session_id: SessionId, body: MessageIn, caller: CallerDep, service: ServiceDep,
+                      after: BackgroundTasks) -> MessageOut:
+    message = await service.run(lambda: service.memory.add_message(
+        session_id, body.role, body.text, owner=caller.owner, at=body.at))
+    if body.role.lower() in REPLY_ROLES:  # encoded after the answer, before the session's next routed turn
+        after.add_task(service.run, lambda: service.prepare_reply(body.text))
+    return MessageOut.of(message)
 
 
 @router.get("/sessions/{session_id}/messages", tags=["messages"], summary="The last turns of a session, oldest first")
