@@ -24,6 +24,10 @@ NOW = datetime(2025, 6, 18, 9, tzinfo=UTC)
     ("今夜のカレー、辛さどうする？", "food"),
     ("월요일 9시에 치과 예약해도 돼?", "schedule"),
     ("Could you recommend a hotel for our trip to Porto?", "travel"),
+    ("Ok, find us a quiet restaurant near the station.", "food"),
+    ("Plan a picnic lunch by the river for Sunday.", "food"),
+    ("週末の散歩コース、考えて", "activity"),
+    ("토요일에 산책 코스 좀 짜 줘", "activity"),
 ])
 def test_a_request_names_its_domain(text: str, domain: str) -> None:
     need = request_need(analyze(text))
@@ -31,7 +35,8 @@ def test_a_request_names_its_domain(text: str, domain: str) -> None:
 
 
 @pytest.mark.parametrize("text", ["I booked the flight.", "What is the capital of Peru?", "夫は辛いものが苦手",
-                                  "매주 월요일 오전엔 주간 회의가 있다"])
+                                  "매주 월요일 오전엔 주간 회의가 있다", "Write a limerick about my cat.",
+                                  "この文の誤字を直してください", "이 문장 좀 요약해 줘"])
 def test_statements_and_plain_questions_are_not_requests(text: str) -> None:
     assert request_need(analyze(text)) is None
 
