@@ -134,6 +134,8 @@ def superseded(memories: Sequence[MemoryItem], vectors: Mapping[str, npt.NDArray
             if old != memories[i].id:
                 out.setdefault(old, memories[i].id)
     spread: tuple[float, float] | None = None
+    matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+    neighbour: dict[int, float] = {}
     cues: dict[int, bool] = {}
     contents: dict[int, set[str]] = {}
     for a in by_time:  # a: older, b: newer
@@ -156,10 +158,13 @@ def superseded(memories: Sequence[MemoryItem], vectors: Mapping[str, npt.NDArray
                 same = jaccard > 0
             else:
                 if spread is None:
-                    spread = _spread(pool_vectors)
+                    matrix = np.vstack(pool_vectors)
+                    spread = _spread(matrix)
+                if b not in neighbour:  # the newer one's closest other candidate
+                    sims = matrix @ vb
+                    neighbour[b] = float(sims[sims < 0.9999].max(initial=-1.0))
                 cos = float(va @ vb)
-                nearest = all(float(vb @ v) <= cos + 1e-6 for v in pool_vectors if float(v @ vb) < 0.9999)
-                same = sameness(cos, spread, jaccard, nearest) >= 0.5
+                same = sameness(cos, spread, jaccard, cos >= neighbour[b] - 1e-6) >= 0.5
             if same:
                 out[memories[a].id] = memories[b].id
                 break
@@ -187,9 +192,8 @@ def sameness(cosine: float, spread: tuple[float, float], jaccard: float, nearest
     return SAMENESS.probability((cosine - mean) / max(sd, 1e-3), jaccard, nearest)
 
 
-def _spread(pool: Sequence[npt.NDArray[np.float32]]) -> tuple[float, float]:
-    m = np.vstack(pool)
-    upper = (m @ m.T)[np.triu_indices(len(pool), k=1)]
+def _spread(m: npt.NDArray[np.float32]) -> tuple[float, float]:
+    upper = (m @ m.T)[np.triu_indices(len(m), k=1)]
     return float(upper.mean()), float(upper.std())
 
 
