@@ -4,7 +4,8 @@
 (:mod:`memroute.retrieval.judge`) injects on LoCoMo (the first five of each question, seed 001's rule):
 with the shipped judge, and leave-one-conversation-out (with ``--loo``: the judge refitted without the
 conversation it is scored on, on the other six and the everyday train split). ``--fit-judge`` fits the judge of the
-run's embedder on all seven conversations and the everyday train split and writes it into
+run's embedder on all seven conversations and the everyday train split (its feature set and L2 first chosen by
+leave-one-group-out, :func:`memroute.retrieval.judge_fit.select`) and writes it into
 ``retrieval/judge_weights.json`` (the ``any`` model too, when the embedder is the default use-m3).
 The everyday dev split is never read here: ``memroute eval everyday --split dev`` reports it.
 """

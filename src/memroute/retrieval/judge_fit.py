@@ -14,6 +14,9 @@ of issue 21 (:data:`TARGETS`), summed over the data sets. For each share that a 
 with nothing injected) the objective counts the share up to its target and no further (a share above
 its target buys nothing another one lost), plus a twentieth of the plain mean to break ties; seed
 001's rule decides injection (one high, or two medium).
+
+:func:`select` chooses the feature set (:data:`FEATURE_SETS`) and the L2 strength (:data:`L2S`) by
+the same objective, each everyday store and each LoCoMo conversation held out in turn.
 """
 
 from __future__ import annotations
