@@ -119,3 +119,41 @@ def test_unrelated_newer_memories_supersede_nothing(memory: Memory) -> None:
     ])
     r = memory.recall("How do I get to work?", now=NOW)
     assert "a" not in r.trace.superseded
+
+
+def test_a_shared_word_alone_does_not_make_a_change_about_the_same_subject(memory: Memory) -> None:
+    # The move says something changed and shares "dog" with the dog's memory, but it is news about the
+    # flat, not about the dog: the fitted sameness model (store-relative cosine, token overlap, nearest
+    # neighbour) links the move to the flat only.
+    memory.remember_many([
+        {"id": "dog", "text": "Our dog Rufus is a six-year-old beagle", "occurred_at": _at(400)},
+        {"id": "flat", "text": "We rent a small flat in the city centre of York", "occurred_at": _at(500)},
+        {"id": "move", "text": "We moved out of the city centre; we're in a house in Harrogate now, with a garden "
+                               "for the dog", "occurred_at": _at(30)},
+        {"id": "job", "text": "I work night shifts at the hospital pharmacy", "occurred_at": _at(200)},
+        {"id": "car", "text": "My car is a grey Toyota Yaris", "occurred_at": _at(150)},
+        {"id": "mum", "text": "Mum's birthday is on 12 March", "occurred_at": _at(90)},
+    ])
+    r = memory.recall("What breed is Rufus?", now=NOW)
+    assert "dog" not in r.trace.superseded
+    assert r.memories[0].memory.id == "dog"
+    assert memory.recall("Where do we live?", now=NOW).trace.superseded.get("flat") == "move"
+
+
+def test_sameness_is_store_relative() -> None:
+    from memroute.retrieval.changes import sameness
+
+    # the same cosine is the same subject in a store whose memories are far apart, not in a close one
+    assert sameness(0.55, (0.15, 0.1), 0.0, True) >= 0.5
+    assert sameness(0.55, (0.50, 0.1), 0.0, True) < 0.5
+
+
+def test_the_sameness_fit_learns_that_close_pairs_are_one_subject() -> None:
+    from memroute.eval.changes_fit import Pair, fit, leave_one_store_out
+
+    pairs = [Pair(f"s{i % 4}", f"a{i}", f"b{i}", (2.0 + 0.1 * (i % 5), 0.1 * (i % 3), 1.0), True) for i in range(12)]
+    pairs += [Pair(f"s{i % 4}", f"c{i}", f"d{i}", (-0.5 + 0.2 * (i % 7), 0.05 * (i % 2), float(i % 5 == 0)), False)
+              for i in range(40)]
+    model = fit(pairs)
+    assert model.probability(2.5, 0.2, True) > 0.5 > model.probability(0.0, 0.0, False)
+    assert leave_one_store_out(pairs) == {"true_links": 12, "false_links": 0, "missed": 0}

@@ -14,7 +14,16 @@ from memroute.errors import ConfigError
 from memroute.retrieval import judge
 from memroute.retrieval.constraints import promote, request_need
 from memroute.retrieval.judge import JUDGE_FEATURES, JudgeModel, judge_features
-from memroute.retrieval.judge_fit import JudgedQuestion, add, choose_cutoffs, fit_judge, shares
+from memroute.retrieval.judge_fit import (
+    FEATURE_SETS,
+    L2S,
+    JudgedQuestion,
+    add,
+    choose_cutoffs,
+    fit_judge,
+    select,
+    shares,
+)
 
 NOW = datetime(2025, 6, 18, 9, tzinfo=UTC)
 
@@ -24,6 +33,10 @@ NOW = datetime(2025, 6, 18, 9, tzinfo=UTC)
     ("今夜のカレー、辛さどうする？", "food"),
     ("월요일 9시에 치과 예약해도 돼?", "schedule"),
     ("Could you recommend a hotel for our trip to Porto?", "travel"),
+    ("Ok, find us a quiet restaurant near the station.", "food"),
+    ("Plan a picnic lunch by the river for Sunday.", "food"),
+    ("週末の散歩コース、考えて", "activity"),
+    ("토요일에 산책 코스 좀 짜 줘", "activity"),
 ])
 def test_a_request_names_its_domain(text: str, domain: str) -> None:
     need = request_need(analyze(text))
@@ -31,7 +44,8 @@ def test_a_request_names_its_domain(text: str, domain: str) -> None:
 
 
 @pytest.mark.parametrize("text", ["I booked the flight.", "What is the capital of Peru?", "夫は辛いものが苦手",
-                                  "매주 월요일 오전엔 주간 회의가 있다"])
+                                  "매주 월요일 오전엔 주간 회의가 있다", "Write a limerick about my cat.",
+                                  "この文の誤字を直してください", "이 문장 좀 요약해 줘"])
 def test_statements_and_plain_questions_are_not_requests(text: str) -> None:
     assert request_need(analyze(text)) is None
 
@@ -62,10 +76,18 @@ def test_judge_features_are_store_relative() -> None:
     b = judge_features([0.85, 0.55, 0.45], *args[1:])
     col = {n: j for j, n in enumerate(JUDGE_FEATURES)}
     assert not np.allclose(a[:, col["cosine"]], b[:, col["cosine"]])
-    for name in ("cosine_z", "cosine_lead", "rerank_logit", "rank_rr", "keyword_overlap", "pool", "qt_factual"):
+    for name in ("cosine_z", "cosine_lead", "rerank_logit", "rank_rr", "keyword_overlap", "pool", "qt_factual",
+                 "rerank_z", "rerank_lead", "cosine_z_few", "rerank_z_few"):
         np.testing.assert_allclose(a[:, col[name]], b[:, col[name]], atol=1e-9)
     assert a[0, col["cosine_lead"]] == pytest.approx(0.3) and a[1, col["cosine_lead"]] == pytest.approx(-0.3)
     assert judge_features([], [], [], [], [], [], "factual").shape == (0, len(JUDGE_FEATURES))
+    # the reranker's logit against the recall's others; and the store size as a feature, not a switch
+    assert a[1, col["rerank_lead"]] > 0 > a[0, col["rerank_lead"]] and a[1, col["rerank_z"]] > 0
+    np.testing.assert_allclose(a[:, col["cosine_z_few"]], a[:, col["cosine_z"]] / np.log(3))
+    longer = judge_features([0.5, 0.2, 0.1] * 4, [0.2, 0.6, 0.3] * 4, [1.0, 0.0, 0.5] * 4, [0.0, 1.0, 0.4] * 4,
+                            list(range(12)), [False] * 12, "factual")
+    assert longer[0, col["pool"]] > a[0, col["pool"]]
+    assert abs(longer[0, col["cosine_z_few"]]) < abs(longer[0, col["cosine_z"]])
 
 
 def test_every_packaged_encoder_has_a_judge_that_reads_its_own_scale() -> None:
@@ -114,3 +136,14 @@ def test_the_fit_chooses_cut_offs_that_inject_answers_and_abstain_otherwise() ->
     assert got["abstention"] is not None and got["abstention"] >= 0.9
     lowest = float(min(model.probability(q.x).min() for q in train))
     assert choose_cutoffs(train, model)[:2] != (lowest, lowest)  # not "inject everything"
+
+
+def test_the_selection_scores_every_feature_set_on_groups_it_did_not_fit() -> None:
+    rng = np.random.default_rng(11)
+    train = _questions(rng, 40, "a") + _questions(rng, 20, "b")
+    groups = [f"g{i % 2}" for i in range(40)] + ["one"] * 20  # "b" has one group: split by position
+    chosen = select(train, groups, folds=2)
+    assert chosen.features in FEATURE_SETS and chosen.l2 in L2S
+    assert len(chosen.tried) == len(FEATURE_SETS) * len(L2S)
+    assert chosen.objective == pytest.approx(max(chosen.tried.values()), abs=1e-4)
+    assert set(chosen.shares) == {"a", "b"}

@@ -4,7 +4,8 @@
 (:mod:`memroute.retrieval.judge`) injects on LoCoMo (the first five of each question, seed 001's rule):
 with the shipped judge, and leave-one-conversation-out (with ``--loo``: the judge refitted without the
 conversation it is scored on, on the other six and the everyday train split). ``--fit-judge`` fits the judge of the
-run's embedder on all seven conversations and the everyday train split and writes it into
+run's embedder on all seven conversations and the everyday train split (its feature set and L2 first chosen by
+leave-one-group-out, :func:`memroute.retrieval.judge_fit.select`) and writes it into
 ``retrieval/judge_weights.json`` (the ``any`` model too, when the embedder is the default use-m3).
 The everyday dev split is never read here: ``memroute eval everyday --split dev`` reports it.
 """
@@ -20,26 +21,38 @@ from typing import Any
 
 from memroute.embed import get_embedder
 from memroute.retrieval import judge
-from memroute.retrieval.judge_fit import COSINE_FREE, JudgedQuestion, add, fit_judge, judged_question, shares
+from memroute.retrieval.judge_fit import (
+    COSINE_FREE,
+    FEATURE_SETS,
+    JudgedQuestion,
+    add,
+    fit_judge,
+    judged_question,
+    select,
+    shares,
+)
 
 JUDGE_PATH = Path(__file__).resolve().parent.parent / "retrieval" / "judge_weights.json"
 METHOD = ("logistic regression over the judge's features (memroute.retrieval.judge), the data sets weighed "
-          "equally, L2 1; cut-offs by a grid over the fitted probabilities maximising, summed over the data "
-          "sets, the mean of answer-injected, precision and abstention (seed 001's injection rule)")
+          "equally, feature set and L2 chosen by leave-one-group-out (judge_fit.select); cut-offs by a grid over "
+          "the fitted probabilities maximising, summed over the data sets, the mean of answer-injected, "
+          "precision and abstention (seed 001's injection rule)")
 
 
-def everyday_train(embedder: str) -> list[JudgedQuestion]:
-    """The everyday set's train split as judged questions (empty when the set is not installed)."""
+def everyday_train(embedder: str) -> tuple[list[JudgedQuestion], list[str]]:
+    """The everyday set's train split as judged questions, with each one's store (empty when the set is
+    not installed)."""
     try:
         data: Any = importlib.import_module("memroute.eval.everyday")
         runner: Any = importlib.import_module("memroute.eval.everyday_eval")
     except ImportError:
-        return []
-    out = []
+        return [], []
+    out, stores = [], []
     for o in runner.run_everyday(data.load_everyday(data.data_path("train")), embedder):
         q = o.question
         out.append(judged_question(o.recall.trace, q.answers, "everyday", q.answerable, q.stale | q.related))
-    return out
+        stores.append(q.store)
+    return out, stores
 
 
 def injection(locomo: Sequence[JudgedQuestion], conversations: Sequence[str], embedder: str,
@@ -55,11 +68,15 @@ def injection(locomo: Sequence[JudgedQuestion], conversations: Sequence[str], em
     out: dict[str, Any] = {"shipped": shares(tally)["locomo"] if tally else None}
     if not loo and not fit:
         return out
-    train = everyday_train(embedder)
+    train, stores = everyday_train(embedder)
+    chosen = select(list(locomo) + train, list(conversations) + stores)
+    use, l2 = FEATURE_SETS[chosen.features], chosen.l2
+    out["selection"] = {"features": chosen.features, "l2": l2, "objective": round(chosen.objective, 4),
+                        "shares": chosen.shares, "tried": chosen.tried}
     held: dict[str, list[int]] = {}
     for conv in dict.fromkeys(conversations):
         rest = [q for q, c in zip(locomo, conversations, strict=True) if c != conv] + train
-        model = fit_judge(rest, f"all but {conv}")
+        model = fit_judge(rest, f"all but {conv}", use, l2)
         for q, c in zip(locomo, conversations, strict=True):
             if c == conv:
                 add(held, q, model.probability(q.x), model)
@@ -69,10 +86,12 @@ def injection(locomo: Sequence[JudgedQuestion], conversations: Sequence[str], em
         every = list(locomo) + train
         sets = f"LoCoMo ({len(locomo)} questions)" + (f" and everyday train ({len(train)})" if train else "")
         stamp = datetime.now(UTC).strftime("%Y-%m-%d")
-        models = {model_id: fit_judge(every, f"{sets}; embedder {embedder}; {stamp}")}
+        how = f"features {chosen.features!r}, L2 {l2:g} (leave-one-group-out objective {chosen.objective:.3f})"
+        models = {model_id: fit_judge(every, f"{sets}; embedder {embedder}; {how}; {stamp}", use, l2)}
         if embedder == "use-m3":
             models[judge.ANY_ENCODER] = fit_judge(every, f"{sets}; embedder {embedder}, without the raw cosine; "
-                                                  f"{stamp}", use=COSINE_FREE)
+                                                  f"{how}; {stamp}",
+                                                  tuple(u and c for u, c in zip(use, COSINE_FREE, strict=True)), l2)
         current = json.loads(JUDGE_PATH.read_text("utf-8")) if JUDGE_PATH.exists() else {}
         encoders = {**current.get("encoders", {}), **{k: m.to_dict() for k, m in models.items()}}
         JUDGE_PATH.write_text(json.dumps({"method": METHOD, "encoders": encoders}, indent=1) + "\n", "utf-8")

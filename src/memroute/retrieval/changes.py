@@ -12,9 +12,17 @@ A change is read from the newer memory's tokens, after morphological normalisati
 counts: a verb of change ("moved", 引っ越す, 이사; "switched", 変える, 바꾸; "quit", 辞める, 그만두;
 "joined", "started", 始める, 시작), a negation of continuing ("no longer", "not ... anymore", もう〜ない,
 더 이상 ~않다) or a present-state adverb ("now", 今は, 이제). Sameness of subject is read from the two
-memories, not from a list: they share a content token (normalised form), or their embeddings are closer
-to each other than the store's other candidates are to each other (mean + one standard deviation of the
-candidates' pairwise cosines, so it holds for every encoder's own cosine range).
+memories, store-relative, by a small fitted model (:data:`SAMENESS`, a logistic regression): how far
+their cosine stands above the recall's other candidates' pairwise cosines (a z-score, so it holds for
+every encoder's own cosine range), the Jaccard overlap of their content tokens (normalised forms), and
+whether the older is the newer's nearest neighbour among the candidates; they are about the same
+subject when its probability is at least one half. It was fitted by :func:`memroute.eval.changes_fit.fit`
+on every (older, newer-with-a-cue) pair of the everyday set's **train** stores with both packaged
+encoders (a pair is positive when an update question names the older as stale and the newer as its
+answer), and chosen over "a shared word, or a cosine one standard deviation above the mean" by
+leave-one-store-out on the same pairs: 27 of 32 true links and 5 false ones, against 29 and 38 (a shared
+word such as "dog" in "a yard for the dog" had let a move supersede the dog's breed). With fewer than
+:data:`MIN_POOL` candidates there is no spread to measure and a shared content word decides.
 
 The winner is ranked first (just above the highest-ranked memory it supersedes); the older memory stays
 in the answer, marked superseded in the trace and in the memory pack, and is never deleted.
@@ -22,7 +30,9 @@ in the answer, marked superseded in the trace and in the memory pack, and is nev
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +44,31 @@ from memroute.types import MemoryItem
 CONTENDERS = 3
 """The first memories of a recall that may supersede each other without being judged relevant: a newer
 fact ranked first or second replaces an older one even where the judge kept both out of the pack."""
+MIN_POOL = 4
+"""Fewer candidates than this: no pairwise spread to measure, a shared content word decides sameness."""
+
+
+@dataclass(frozen=True, slots=True)
+class SamenessModel:
+    """A logistic model over (cosine z-score, content-token Jaccard, nearest neighbour)."""
+
+    weights: tuple[float, float, float]
+    bias: float
+    mean: tuple[float, float, float]
+    scale: tuple[float, float, float]
+    fitted_on: str = ""
+
+    def probability(self, cosine_z: float, jaccard: float, nearest: bool) -> float:
+        x = (cosine_z, jaccard, float(nearest))
+        logit = self.bias + sum(w * (v - m) / s for w, v, m, s in
+                                zip(self.weights, x, self.mean, self.scale, strict=True))
+        return 1.0 / (1.0 + math.exp(-max(min(logit, 30.0), -30.0)))
+
+
+SAMENESS = SamenessModel((1.2896, 1.1261, 0.7966), -4.3292, (0.1864, 0.01478, 0.09777), (1.2435, 0.05036, 0.29700),
+                         "everyday train, 358 (older, newer with a change cue) pairs, 32 true, use-m3 and "
+                         "use-m3+e5-small; logistic regression, L2 0.1; 2026-11-26")
+"""The sameness-of-subject model (see the module docstring); refit with :func:`memroute.eval.changes_fit.fit`."""
 SUPERSEDES_KEY = "supersedes"
 """Metadata key holding the ids a memory replaces (set by ``remember(..., supersedes=...)``)."""
 
@@ -79,7 +114,7 @@ def explicit_ids(metadata: Mapping[str, Any]) -> frozenset[str]:
     return frozenset()
 
 
-def _content(text: str) -> set[str]:
+def content_tokens(text: str) -> set[str]:
     return {t.norm for t in analyze_tokens(text) if t.is_content and t.pos != "num" and len(t.norm) > 1
             and t.norm not in _CHANGE_VERBS and t.norm not in _NOW_WORDS}
 
@@ -98,7 +133,9 @@ def superseded(memories: Sequence[MemoryItem], vectors: Mapping[str, npt.NDArray
         for old in explicit_ids(memories[i].metadata) & ids:
             if old != memories[i].id:
                 out.setdefault(old, memories[i].id)
-    same_cut: float | None = None
+    spread: tuple[float, float] | None = None
+    matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+    neighbour: dict[int, float] = {}
     cues: dict[int, bool] = {}
     contents: dict[int, set[str]] = {}
     for a in by_time:  # a: older, b: newer
@@ -113,13 +150,22 @@ def superseded(memories: Sequence[MemoryItem], vectors: Mapping[str, npt.NDArray
                 continue
             for k in (a, b):
                 if k not in contents:
-                    contents[k] = _content(memories[k].full_text)
-            shared = bool(contents[a] & contents[b])
+                    contents[k] = content_tokens(memories[k].full_text)
+            union = contents[a] | contents[b]
+            jaccard = len(contents[a] & contents[b]) / len(union) if union else 0.0
             va, vb = vectors.get(memories[a].id), vectors.get(memories[b].id)
-            if not shared and va is not None and vb is not None and same_cut is None:
-                same_cut = _sameness_cut(pool_vectors)
-            close = same_cut is not None and va is not None and vb is not None and float(va @ vb) >= same_cut
-            if shared or close:
+            if len(pool_vectors) < MIN_POOL or va is None or vb is None:
+                same = jaccard > 0
+            else:
+                if spread is None:
+                    matrix = np.vstack(pool_vectors)
+                    spread = _spread(matrix)
+                if b not in neighbour:  # the newer one's closest other candidate
+                    sims = matrix @ vb
+                    neighbour[b] = float(sims[sims < 0.9999].max(initial=-1.0))
+                cos = float(va @ vb)
+                same = sameness(cos, spread, jaccard, cos >= neighbour[b] - 1e-6) >= 0.5
+            if same:
                 out[memories[a].id] = memories[b].id
                 break
     return out
@@ -139,13 +185,16 @@ def newer_first(order: Sequence[int], ids: Sequence[str], links: Mapping[str, st
     return out
 
 
-def _sameness_cut(pool: Sequence[npt.NDArray[np.float32]]) -> float:
-    if len(pool) < 3:
-        return 1.01  # too few candidates to know this store's spread: shared words decide
-    m = np.vstack(pool)
-    sims = m @ m.T
-    upper = sims[np.triu_indices(len(pool), k=1)]
-    return float(upper.mean() + upper.std())
+def sameness(cosine: float, spread: tuple[float, float], jaccard: float, nearest: bool) -> float:
+    """Probability that two memories are about the same subject (:data:`SAMENESS`): ``spread`` is the mean
+    and standard deviation of the recall's candidates' pairwise cosines."""
+    mean, sd = spread
+    return SAMENESS.probability((cosine - mean) / max(sd, 1e-3), jaccard, nearest)
+
+
+def _spread(m: npt.NDArray[np.float32]) -> tuple[float, float]:
+    upper = (m @ m.T)[np.triu_indices(len(m), k=1)]
+    return float(upper.mean()), float(upper.std())
 
 
 def _ts(memory: MemoryItem) -> float:

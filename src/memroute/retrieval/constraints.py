@@ -9,7 +9,10 @@ Japanese and Korean dictionary forms), so every inflection counts:
 - **a request**: asking for a suggestion, a plan, a booking or a decision ("recommend", "should we",
   "can we", "book"; おすすめ, 予約, どうする, 〜しよう; 추천, 예약, 어때, 〜할까, 〜해도 돼);
 - **its domain**: food, schedule, travel, gift or activity, from its words (a named day or time makes it
-  a schedule); a request in no domain is "a plan".
+  a schedule); a request in no domain is "a plan";
+- **a request by its form alone** (an English imperative such as "Find us a brunch spot" or "Plan a
+  kayaking day", 〜教えて / 〜考えて / 〜がいいでしょうか, 〜해 줘 / 〜줄래 / 〜될까) counts only with a domain:
+  "Write a haiku" and 「이 문장 맞춤법 검사해 줘」 ask for a task that no constraint bears on.
 
 The constraint search is one more keyword search in the recall's gather (no extra vector pass): the
 words that state constraints in the three languages (allergic, アレルギー, 알레르기; can't, 苦手, 못;
@@ -44,6 +47,13 @@ _ASKING = ("should we", "should i", "can we", "can i", "could we", "shall we", "
            "any idea", "how about", "is it ok", "is it okay", "would it be ok", "what to ",
            "どうする", "どうしよう", "しよう", "ようか", "ましょう", "てもいい", "ても大丈夫", "いいかな", "どこがいい",
            "何がいい", "어때", "할까", "갈까", "먹을까", "볼까", "해도 돼", "해도 될", "도 돼", "괜찮을까", "뭐가 좋")
+_ASKING_IN_DOMAIN = ("教えて", "考えて", "立てて", "選んで", "探して", "頼もう", "ようかな", "うかな", "大丈夫かな",
+                     "いいでしょうか", "がいいかな", "入れてもいい", "줘", "줄래", "주세요", "될까", "되나", "괜찮아")
+"""Request forms that are also a task's (translate this, check that): a request only with a domain."""
+_IMPERATIVES = frozenset({"plan", "find", "book", "order", "arrang", "pick", "choos", "organis", "organiz", "get",
+                          "make", "recommend", "suggest", "schedul", "reserv", "help"})
+"""Light stems of English verbs that open an imperative request ("Find us a good brunch spot")."""
+_INTERJECTIONS = frozenset({"yeah", "yes", "ok", "okay", "so", "pleas", "please", "hey", "well", "oh", "right"})
 _DOMAINS: dict[str, frozenset[str]] = {
     "food": frozenset({
         "eat", "dinner", "lunch", "breakfast", "brunch", "meal", "food", "restaurant", "cook", "recip", "dish",
@@ -60,8 +70,9 @@ _DOMAINS: dict[str, frozenset[str]] = {
     }),
     "gift": frozenset({"gift", "present", "birthday", "anniversary", "プレゼント", "贈り物", "誕生日", "記念日",
                        "선물", "생일", "기념일"}),
-    "activity": frozenset({"hike", "movie", "film", "concert", "game", "play", "run", "swim", "gym", "walk",
-                           "映画", "ライブ", "散歩", "ジム", "遊ぶ", "영화", "공연", "산책", "헬스", "놀"}),
+    "activity": frozenset({"hike", "movie", "film", "concert", "game", "play", "run", "swim", "gym", "walk", "outing",
+                           "sightse", "映画", "ライブ", "散歩", "ジム", "遊ぶ", "観光", "花見", "영화", "공연", "산책",
+                           "헬스", "놀", "나들이", "구경", "관광"}),
     "schedule": frozenset({
         "meet", "meeting", "appointment", "call", "monday", "tuesday", "wednesday", "thursday", "friday",
         "saturday", "sunday", "morning", "afternoon", "evening", "am", "pm", "o'clock", "week", "weekend",
@@ -120,17 +131,25 @@ def request_need(analysis: QueryAnalysis) -> Need | None:
     norms = [t.norm for t in analyze_tokens(analysis.text)]
     asking = next((a.strip() for a in _ASKING if a in text), None)
     requested = next((n for n in norms if n in _REQUEST_NORMS), None)
-    if asking is None and requested is None:
+    form = next((a for a in _ASKING_IN_DOMAIN if a in text), None)
+    opening = [n for n in norms[:3] if n not in _INTERJECTIONS and n.isalpha()][:1]
+    if form is None and opening and opening[0] in _IMPERATIVES:
+        form = opening[0]
+    if asking is None and requested is None and form is None:
         return None
-    if asking is None and not text.rstrip().endswith(("?", "？")) and analysis.query_type.value == "factual":
+    if asking is None and form is None and not text.rstrip().endswith(("?", "？")) \
+            and analysis.query_type.value == "factual":
         return None  # "I booked the flight." states, it does not ask
     found = set(norms)
+    cue = asking or requested or form or ""
     for domain, words in _DOMAINS.items():
         if found & words:
-            return Need(domain, asking or requested or "")
+            return Need(domain, cue)
+    if asking is None and requested is None:
+        return None  # a request by its form alone needs a domain (see the module docstring)
     if analysis.time_range is not None:
-        return Need("schedule", asking or requested or "")
-    return Need("plan", asking or requested or "")
+        return Need("schedule", cue)
+    return Need("plan", cue)
 
 
 @lru_cache(maxsize=16)

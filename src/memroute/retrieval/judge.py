@@ -13,11 +13,22 @@ So the judge reads, for every candidate of one recall:
   stems, Japanese and Korean dictionary forms);
 - ``rerank_logit``: the local reranker's logit; ``rank_rr``: 1 / (1 + its rank in the final order);
   ``bm25``: its min-max keyword score;
+- ``rerank_z``, ``rerank_lead``: the reranker's logit against this recall's other candidates (z-score,
+  and lead over the best other one): the reranker was fitted on LoCoMo and gives a small store's
+  candidates probabilities near 0.001, but its order among them still says something;
 - ``constraint``: the constraint search found it for a request (:mod:`memroute.retrieval.constraints`);
-- ``pool``: log of the number of candidates (few in a small store, fifty in a long chat log);
+- ``pool``: log of the number of candidates (few in a small store, fifty in a long chat log), and
+  ``few`` = 1 / ``pool`` times each store-relative feature (``cosine_z_few``, ``cosine_lead_few``,
+  ``keyword_overlap_few``, ``rerank_logit_few``, ``rerank_z_few``, ``rerank_lead_few``): a linear model
+  can then weigh a feature differently in a store of ten memories and in a chat log of thousands,
+  learned from the data; the store size is a feature, not a switch;
 - the query type (factual, conceptual, temporal; the others are the baseline).
 
-A logistic model over these gives the probability that the candidate answers the message. It is fitted
+A logistic model over these gives the probability that the candidate answers the message. Which
+features it reads (the first twelve; with ``rerank_z`` and ``rerank_lead``; or all, with the store-size
+products) and its L2 strength are chosen per encoder by leave-one-group-out on the training data (each
+everyday store and each LoCoMo conversation held out in turn; :func:`memroute.retrieval.judge_fit.select`),
+by the objective that also sets the cut-offs. It is fitted
 per packaged encoder by ``memroute eval recall --fit-judge`` (:mod:`memroute.retrieval.judge_fit`) on
 training questions: LoCoMo's (a candidate answers when it is an evidence turn) and the everyday-recall
 training split (a candidate answers when it is one of the question's answering memories; unanswerable
@@ -53,7 +64,11 @@ import numpy.typing as npt
 from memroute.errors import ConfigError
 
 JUDGE_FEATURES = ("cosine", "cosine_z", "cosine_lead", "keyword_overlap", "rerank_logit", "rank_rr", "bm25",
-                  "constraint", "pool", "qt_factual", "qt_conceptual", "qt_temporal")
+                  "constraint", "pool", "qt_factual", "qt_conceptual", "qt_temporal", "rerank_z", "rerank_lead",
+                  "cosine_z_few", "cosine_lead_few", "keyword_overlap_few", "rerank_logit_few", "rerank_z_few",
+                  "rerank_lead_few")
+_FEW = ("cosine_z", "cosine_lead", "keyword_overlap", "rerank_logit", "rerank_z", "rerank_lead")
+"""Features also given multiplied by ``few`` (1 / log of the number of candidates)."""
 ANY_ENCODER = "any"
 _QUERY_TYPES = {"factual": "qt_factual", "conceptual": "qt_conceptual", "temporal": "qt_temporal"}
 
@@ -128,6 +143,14 @@ def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm2
     qt = _QUERY_TYPES.get(query_type)
     if qt is not None:
         x[:, col[qt]] = 1.0
+    logit = x[:, col["rerank_logit"]]
+    if n > 1:
+        x[:, col["rerank_z"]] = (logit - logit.mean()) / max(float(logit.std()), 0.1)
+        top = int(np.argmax(logit))
+        x[:, col["rerank_lead"]] = logit - np.where(np.arange(n) == top, np.partition(logit, -2)[-2], logit[top])
+    few = 1.0 / math.log(n) if n > 1 else 1.0
+    for name in _FEW:
+        x[:, col[f"{name}_few"]] = x[:, col[name]] * few
     return x
 
 

@@ -14,6 +14,9 @@ of issue 21 (:data:`TARGETS`), summed over the data sets. For each share that a 
 with nothing injected) the objective counts the share up to its target and no further (a share above
 its target buys nothing another one lost), plus a twentieth of the plain mean to break ties; seed
 001's rule decides injection (one high, or two medium).
+
+:func:`select` chooses the feature set (:data:`FEATURE_SETS`) and the L2 strength (:data:`L2S`) by
+the same objective, each everyday store and each LoCoMo conversation held out in turn.
 """
 
 from __future__ import annotations
@@ -33,6 +36,17 @@ TARGETS = {"answer_injected": 0.85, "precision": 0.80, "abstention": 0.90}
 """The shares the cut-offs aim at (issue 21): a share counts up to its target in the objective."""
 RELATIVE_GRID = (0.0, 0.3, 0.5, 0.7, 0.85)
 """The relative shares the fit tries."""
+FEATURE_SETS = {
+    "seed": tuple(i < 12 for i in range(len(JUDGE_FEATURES))),
+    "store": tuple(i < 14 for i in range(len(JUDGE_FEATURES))),
+    "store-size": tuple(True for _ in JUDGE_FEATURES),
+}
+"""The feature sets :func:`select` chooses from: the first judge's twelve; with the reranker's logit
+relative to this recall's other candidates (``rerank_z``, ``rerank_lead``); and with the store-relative
+features also multiplied by ``few`` (1 / log of the number of candidates), so their weights may differ
+between a small personal store and a long chat log, learned from the data rather than switched."""
+L2S = (1.0, 3.0)
+"""The L2 strengths :func:`select` chooses from."""
 COSINE_FREE = tuple(f != "cosine" for f in JUDGE_FEATURES)
 """The features of the ``any`` judge (an encoder without a fit of its own): all but the raw cosine."""
 
@@ -83,6 +97,57 @@ def fit_judge(questions: Sequence[JudgedQuestion], fitted_on: str, use: Sequence
                        tuple(map(float, full_scale)), 1.0, 1.0, 0.0, fitted_on)
     high, medium, relative = choose_cutoffs(questions, model)
     return JudgeModel(model.weights, model.bias, model.mean, model.scale, high, medium, relative, fitted_on)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    features: str
+    l2: float
+    objective: float
+    """The leave-one-group-out value of :func:`_objective` (higher is better)."""
+    shares: dict[str, dict[str, float | None]]
+    tried: dict[str, float]
+
+
+def select(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: int = 4) -> Selection:
+    """The feature set (:data:`FEATURE_SETS`) and L2 strength (:data:`L2S`) whose judge, refitted without
+    each group (an everyday store, a LoCoMo conversation) and scored on it, comes closest to the targets
+    (:func:`_objective`). A data set with a single group is split into ``folds`` by position."""
+    keys = _folds(questions, groups, folds)
+    tried: dict[str, float] = {}
+    best: Selection | None = None
+    for name, use in FEATURE_SETS.items():
+        for l2 in L2S:
+            tally: dict[str, list[int]] = {}
+            for key in dict.fromkeys(keys):
+                model = fit_judge([q for q, k in zip(questions, keys, strict=True) if k != key], "", use, l2)
+                for q, k in zip(questions, keys, strict=True):
+                    if k == key:
+                        add(tally, q, model.probability(q.x) if len(q.y) else np.zeros(0), model)
+            got = {d: {k: v for k, v in s.items() if k != "answer_injected_when_found"}
+                   for d, s in shares(tally).items()}
+            value = _objective(got)
+            tried[f"{name}, L2 {l2:g}"] = round(value, 4)
+            if best is None or value > best.objective + 1e-9:
+                best = Selection(name, l2, value, got, tried)
+    if best is None:
+        raise InputError("no training questions to select the judge's features on")
+    return best
+
+
+def _folds(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: int) -> list[str]:
+    per_set: dict[str, set[str]] = {}
+    for q, g in zip(questions, groups, strict=True):
+        per_set.setdefault(q.dataset, set()).add(g)
+    out: list[str] = []
+    seen = {q.dataset: 0 for q in questions}
+    for q, g in zip(questions, groups, strict=True):
+        if len(per_set[q.dataset]) > 1:
+            out.append(f"{q.dataset}:{g}")
+        else:
+            out.append(f"{q.dataset}:fold{seen[q.dataset] % folds}")
+            seen[q.dataset] += 1
+    return out
 
 
 def choose_cutoffs(questions: Sequence[JudgedQuestion], model: JudgeModel) -> tuple[float, float, float]:
