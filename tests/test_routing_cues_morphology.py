@@ -94,7 +94,8 @@ def test_oh_right_announces_a_switch(text: str, switch: bool) -> None:
     assert read_cues(text, None).switch is switch
 
 
-@pytest.mark.parametrize("text", ["그건 그렇고 내일 회의 몇 시야?", "그나저나 이 문장 영어로 바꿔 줘", "그건 그렇다 치고 우산 필요해?",
-                                  "そういえば、明日の予定は？", "By the way, what's the weather tomorrow?"])
+@pytest.mark.parametrize("text", ["그건 그렇고 내일 회의 몇 시야?", "그나저나 이 문장 영어로 바꿔 줘",
+                                  "그건 그렇다 치고 우산 필요해?", "そういえば、明日の予定は？",
+                                  "By the way, what's the weather tomorrow?"])
 def test_by_the_way_announces_a_switch(text: str) -> None:
     assert read_cues(text, None).switch

@@ -133,3 +133,26 @@ def test_every_time_the_schema_allows_is_in_the_accepted_range(text: str) -> Non
         return
     assert value.tzinfo is not None
     assert datetime(1100, 1, 1, tzinfo=UTC) <= value.astimezone(UTC) <= datetime(8899, 12, 31, 23, 59, tzinfo=UTC)
+
+
+_METADATA_CASES = [{"a": {"b": [1, -2, 1.5, "x", None, True]}}, {"n": 2**63 - 1}, {"n": -(2**63)}, {"n": 5.0},
+                   {"a": {"b": [2**64]}}, {"n": 2**63}, {"n": 1e20}, {"a": [{"k": "x\x00"}]}, {"a": {"k\x00": 1}}]
+
+
+def test_the_schema_states_metadata_rules_at_every_depth(service: Served) -> None:
+    """Each metadata value is held to the published ``MetadataValue`` component, and the server agrees with it:
+    what the schema allows is stored, what it refuses is a 422 (an integer outside 64 bits nested anywhere,
+    ``1e20`` included, which JSON Schema counts as an integer; NUL in a nested string or key)."""
+    import jsonschema
+
+    http = httpx.Client(base_url=service.url, headers=service.headers, params={"owner": "meta"})
+    document = http.get("/openapi.json").json()
+    field = document["components"]["schemas"]["MemoryIn"]["properties"]["metadata"]
+    validator = jsonschema.Draft202012Validator({**field, "components": document["components"]})
+    outcomes = []
+    for metadata in _METADATA_CASES:
+        valid = validator.is_valid(metadata)
+        status = http.post("/v1/memories", json={"text": "metadata case", "metadata": metadata}).status_code
+        outcomes.append((valid, status))
+        assert status == (201 if valid else 422), (metadata, valid, status)
+    assert [valid for valid, _ in outcomes] == [True] * 4 + [False] * 5  # the cases cover both sides

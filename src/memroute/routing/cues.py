@@ -33,7 +33,8 @@ _REQUEST = re.compile(
     re.IGNORECASE)
 _SWITCH = re.compile(
     r"\b(by the way|btw|switching|different question|unrelated)\b"
-    r"|(ところで|話は変わ|別件|そういえば)|(그런데|근데|그나저나|그건 그렇고|그건 그렇다 치고|다른 질문)", re.IGNORECASE)
+    r"|(ところで|話は変わ|別件|そういえば)"
+    r"|(그런데|근데|그나저나|그건 그렇고|그건 그렇다 치고|다른 질문)", re.IGNORECASE)
 _CLOSING = re.compile(
     r"\b(thanks?|thank you|thx|that'?s (all|it|everything)|that is (all|it)|that will be all|nothing else|"
     r"no more|i'?m done|i am done|all set|bye|goodbye|not (right )?now|no,? that'?s|nope|you'?ve been|"

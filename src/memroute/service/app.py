@@ -45,6 +45,7 @@ from memroute.service.console import mount_console
 from memroute.service.core import Service
 from memroute.service.mcp_mount import mount_mcp
 from memroute.service.middleware import BodyLimit, HttpMetrics, RequestIds
+from memroute.service.schemas import METADATA_VALUE, METADATA_VALUE_SCHEMA
 from memroute.types import Agent
 
 Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, *
                   description="Conversation-aware routing and memory recall in English, Japanese and Korean.")
     app.state.service = service
     app.state.lifespans = hooks
+    _state_metadata_values(app)
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
@@ -96,3 +98,16 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, *
     app.add_middleware(HttpMetrics)
     app.add_middleware(RequestIds)  # outermost: every answer has an id, and no exception reaches the server
     return app
+
+
+def _state_metadata_values(app: FastAPI) -> None:
+    """The schema names the rules of a metadata value at any depth (a recursive component pydantic does not
+    make from ``dict[str, Any]``)."""
+    make = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = make()
+        schema.setdefault("components", {}).setdefault("schemas", {}).setdefault(METADATA_VALUE, METADATA_VALUE_SCHEMA)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -71,15 +71,45 @@ _SENSITIVITY: dict[Sensitivity, SensitivityName] = {Sensitivity.PUBLIC: "public"
 Words = Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=200)]
 
 
+_INT64 = 2**63
+
+
 def _metadata(value: dict[str, Any]) -> dict[str, Any]:
-    """The library's metadata rules (JSON values, 64-bit integers, no NUL, depth and size): a 422 per item."""
+    """The library's metadata rules (JSON values, 64-bit integers, no NUL, depth and size): a 422 per item.
+
+    JSON has one kind of number: ``1e20`` is an integer to JSON Schema, outside 64 bits, though Python reads
+    it as a float. The schema's rule (:data:`METADATA_VALUE_SCHEMA`) is the one enforced here."""
     try:
-        return validate.metadata(value)
+        out = validate.metadata(value)
     except InputError as exc:
         raise ValueError(str(exc)) from None
+    stack: list[Any] = [out]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and item.is_integer() and not -_INT64 <= item < _INT64:
+            raise ValueError(f"metadata holds {item:g}, an integer outside the 64-bit range; store it as a string")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
-Metadata = Annotated[dict[str, Any], Field(json_schema_extra={"propertyNames": {"pattern": NO_NUL}},
+METADATA_VALUE = "MetadataValue"
+"""The name of the schema component that states a metadata value's rules, at any depth."""
+_VALUE_REF = {"$ref": f"#/components/schemas/{METADATA_VALUE}"}
+METADATA_VALUE_SCHEMA: dict[str, Any] = {
+    "title": METADATA_VALUE,
+    "description": "A JSON value in metadata: integers within 64 bits, strings and keys without NUL.",
+    "anyOf": [{"type": "null"}, {"type": "boolean"},
+              {"type": "integer", "minimum": -_INT64, "maximum": _INT64 - 1},
+              {"type": "number", "not": {"type": "integer"}},
+              {"type": "string", "pattern": NO_NUL},
+              {"type": "array", "items": _VALUE_REF},
+              {"type": "object", "propertyNames": {"pattern": NO_NUL}, "additionalProperties": _VALUE_REF}]}
+"""Added to the OpenAPI document's components by :func:`memroute.service.app.create_app`."""
+Metadata = Annotated[dict[str, Any], Field(json_schema_extra={"propertyNames": {"pattern": NO_NUL},
+                                                              "additionalProperties": _VALUE_REF},
                                            description="A JSON object: keys without NUL, integers within 64 bits, "
                                            "at most 32 levels deep and 1 MB as JSON."), AfterValidator(_metadata)]
 
