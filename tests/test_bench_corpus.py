@@ -114,3 +114,30 @@ def test_the_vectors_are_cached_by_model_and_texts(embedder: CachedEmbedder, tmp
     corpus_vectors(other_model, texts, tmp_path)
     assert other_texts.texts == 3 and other_model.texts == 3
     assert len(list(tmp_path.glob("vectors-*.npy"))) == 3 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_bench_recall_runs_on_the_corpus_and_checks_every_first_pass_against_brute_force(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memroute.eval.recall_bench import bench_recall
+
+    root = tmp_path / "data"
+    places, things = ("the harbour", "the old library", "a noodle bar", "the night market"), ("tickets", "a map",
+                                                                                            "my umbrella")
+    _write(root / "sgd_routing/dev.jsonl", [{"history": [], "utterance": f"I left {t} at {p} on day {d}."}
+                                            for p in places for t in things for d in range(3)])
+    ja = [{"text": f"{d}日目に{p}へ行きました。"} for p in ("京都", "札幌", "那覇") for d in range(8)]
+    _write(root / "realpersonachat_ja/sessions.jsonl", [{"turns": ja}])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    distinct = distinct_texts(root)
+    assert len(distinct.texts) == 36 + 24
+    r = bench_recall(80, queries=4, pool=30, workdir=tmp_path, distinct=distinct)
+    assert r["memories"] == 80 and r["distinct_texts"] == 60
+    assert r["corpus_mix"] == {"SGD": r["corpus_mix"]["SGD"], "RealPersonaChat": 80 - 24 - r["corpus_mix"]["SGD"],
+                               COMBINED: 24}
+    assert "24 distinct combinations of two" in r["corpus"] and "embedded now" in r["vectors"]
+    # a small store has exact searches only: both must agree with the brute-force scan of the table
+    assert r["vector"]["default"]["recall@10"] == r["vector"]["exact"]["recall@10"] == 1.0
+    assert r["vector"]["exact"]["first_pass"] == "float32 scan (no first pass)"
+    assert r["recall_cpu_ms"]["p50"] > 0 and r["fill_cpu_s"] > 0
+    again = bench_recall(40, queries=4, pool=10, workdir=tmp_path, distinct=distinct)
+    assert "read from the cache" in again["vectors"] and COMBINED not in again["corpus_mix"]

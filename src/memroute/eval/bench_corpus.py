@@ -153,8 +153,10 @@ class BenchCorpus:
     def describe(self) -> str:
         real = len(self.parts) - self.combined
         per_source = ", ".join(f"{k} {v:,}" for k, v in self.mix.items() if k != COMBINED)
+        asks = ("template queries, not stored" if self.distinct.origin.startswith(TEMPLATES)
+                else "of them held out as the queries")
         line = (f"{len(self.parts):,} memories from {self.distinct.origin}, {len(self.distinct.texts):,} distinct "
-                f"texts in all ({len(self.queries)} held out as queries): {real:,} distinct texts ({per_source})")
+                f"texts in all ({len(self.queries)} {asks}): {real:,} distinct texts ({per_source})")
         if self.combined:
             line += (f" + {self.combined:,} distinct combinations of two of them (same language, joined by a "
                      f"space, vector = normalised sum of theirs; no noisy copies)")
