@@ -152,7 +152,7 @@ def measure(db: Path, asks: list[str]) -> dict[str, Any]:
             if r.memories or not r.trace.notes:
                 raise RuntimeError("a filter that matches nothing must give an empty answer that says why")
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # serving, before the exact scans
-        vectors = _vector_recall(mem, asks)
+        vectors = _vector_recall(mem, db, asks)
         count = mem.store.count()
     finally:
         mem.close()
@@ -163,9 +163,10 @@ def measure(db: Path, asks: list[str]) -> dict[str, Any]:
             "max_rss_mb": round(rss_mb, 1), "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
-def _vector_recall(mem: Memory, asks: list[str]) -> dict[str, Any]:
+def _vector_recall(mem: Memory, db: Path, asks: list[str]) -> dict[str, Any]:
     """recall@10 of the store's default search (the graph's first pass past its size) and of its exact
-    search (the 8-bit first pass past its size) against a brute-force float32 scan of every stored vector."""
+    search (the 8-bit first pass past its size) against a brute-force float32 scan of every stored vector. The
+    graph is named if its file is beside the database (the index files of ``db``)."""
     store, flt = mem.store, mem.filter()
     qvecs = mem.embedder.embed(asks, side="query")
     truth = _brute_force(mem, qvecs, 10)
@@ -179,7 +180,8 @@ def _vector_recall(mem: Memory, asks: list[str]) -> dict[str, Any]:
             found += len({h.id for h in got} & want)
         out[name] = {"recall@10": round(found / (10 * len(asks)), 4), "ms": _percentiles(ms)}
     n = store.count()
-    out["default"]["first_pass"] = ("usearch graph, candidates rescored exactly" if n >= index_files.GRAPH_MIN_ROWS
+    graphs = sorted(p.name for p in index_files.index_dir(str(db)).glob("*-graph.usearch"))
+    out["default"]["first_pass"] = (f"usearch graph {graphs[-1]}, candidates rescored exactly" if graphs
                                     else _exact_pass(n))
     out["exact"]["first_pass"] = _exact_pass(n)
     return out
