@@ -19,9 +19,9 @@ How the memories are made (:mod:`memroute.eval.bench_corpus`):
   batches of 5,000 (embedding 1M texts would measure the encoder, not the recall).
 The store is then measured in a new process, as a CLI command or a worker start would use it: "open" is
 ``Memory.open`` plus the first recall (which loads the index: from the index files next to the database
-past 50k memories, :mod:`memroute.stores.index_files`), RSS is that process's peak resident memory
-(``ru_maxrss``) after the recalls (before the exact searches of the recall@10 check, which read every
-row). Vector recall@10 is measured against a brute-force float32 scan of every stored vector (read back
+past 50k memories, :mod:`memroute.stores.index_files`), RSS is that process's own peak resident memory
+(:func:`peak_rss_mb`) after the recalls (before the exact searches of the recall@10 check, which read
+every row). Vector recall@10 is measured against a brute-force float32 scan of every stored vector (read back
 from the table) for the same queries: for the store's default search (from ``GRAPH_MIN_ROWS`` memories the
 usearch graph's candidates rescored exactly) and for its ``exact=True`` search (from ``quantized.MIN_ROWS``
 an 8-bit first pass with a proven bound, rescored exactly), the two first passes the store has.
@@ -151,7 +151,7 @@ def measure(db: Path, asks: list[str]) -> dict[str, Any]:
             no_match.append((time.perf_counter() - t) * 1000)
             if r.memories or not r.trace.notes:
                 raise RuntimeError("a filter that matches nothing must give an empty answer that says why")
-        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # serving, before the exact scans
+        rss_mb = peak_rss_mb()  # serving, before the exact scans
         vectors = _vector_recall(mem, db, asks)
         count = mem.store.count()
     finally:
@@ -161,6 +161,19 @@ def measure(db: Path, asks: list[str]) -> dict[str, Any]:
             "stages_ms": {k: _percentiles(v) for k, v in stages.items()}, "empty_answers": empty,
             "no_match_filter_ms": _percentiles(no_match), "vector": vectors, "queries": len(asks),
             "max_rss_mb": round(rss_mb, 1), "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def peak_rss_mb() -> float:
+    """This program's peak resident memory in MB: ``VmHWM`` where Linux gives it. ``ru_maxrss`` is not used
+    there because it keeps the peak of the image before ``exec``: in a child process, the resident memory
+    of the parent at the fork (the filling process, with the corpus vectors), not the child's own."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _vector_recall(mem: Memory, db: Path, asks: list[str]) -> dict[str, Any]:
