@@ -10,9 +10,9 @@ apart). Memory dates are spread over two years.
 
 ``pool`` (``--pool``): only the first ``pool`` memories go through the write path (the ingest rate reported);
 memory ``i`` beyond them is a copy of pool memory ``i % pool`` with its tokens and its vector plus Gaussian
-noise (sigma 0.02 per dimension, cosine ~0.9 to its source; ``memroute bench recall`` uses the same), bulk
-loaded: ``bulk_load`` with the search indexes rebuilt afterwards where the store has it (PostgreSQL: binary
-COPY, then CREATE INDEX), else ``upsert`` in batches of 5,000. Embedding 1M texts would measure the encoder.
+noise (sigma 0.02 per dimension, cosine ~0.9 to its source), bulk loaded: ``bulk_load`` with the search
+indexes rebuilt afterwards where the store has it (PostgreSQL: binary COPY, then CREATE INDEX), else
+``upsert`` in batches of 5,000. Embedding 1M texts would measure the encoder.
 
 A store whose vector search is approximate (PostgreSQL's HNSW beyond ``EXACT_ROWS`` rows per owner) also
 reports recall@10 against its own exact search for the same queries, at the default search depth and at
