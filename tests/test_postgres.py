@@ -383,7 +383,7 @@ def _statements(store: object, write: Callable[[], None], tmp_path: Path) -> lis
         text = rest.strip().partition('" "')[2] if message == "Parse" else rest.strip().strip('"')  # "name" "query"
         if direction == "F" and message == "Parse":
             parsed = text
-        elif direction == "F" and (message == "Execute" or message == "Query" and text):
+        elif direction == "F" and (message == "Execute" or (message == "Query" and text)):
             heads.extend((parsed if message == "Execute" else text).split()[:1])
     return heads
 
@@ -436,3 +436,26 @@ def test_a_batch_with_a_duplicate_id_or_a_bad_row_is_all_or_nothing(pg_server: P
     store.upsert(_records(2, owner="p"))
     assert store.count("o") == 8 and store.count("p") == 2
     store.close()
+
+
+def test_remember_many_and_import_write_a_batch_in_one_statement(pg_server: PgServer, tmp_path: Path,
+                                                                 embedder: CachedEmbedder) -> None:
+    from memroute.importing import import_jsonl
+    from memroute.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_server.new_database(), min_connections=1, max_connections=1)
+    mem = Memory(store, embedder, owner="o")
+    items = [{"text": f"note {i} about the 회의 and the プロジェクト"} for i in range(600)]
+    sent = _statements(store, lambda: mem.remember_many(items, batch_size=256), tmp_path)
+    assert sent == ["BEGIN", "WITH", "COMMIT"] * 3  # 256 + 256 + 88
+    lines = [json.dumps({"text": f"imported {i}"}) for i in range(300)]
+    lines.append(json.dumps({"session": "s", "messages": [{"role": "user", "text": "hi"},
+                                                          {"role": "assistant", "text": "hello"}]}))
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    sent = _statements(store, lambda: import_jsonl(mem, path, batch_size=200), tmp_path)
+    writes = [i for i, head in enumerate(sent) if head == "WITH"]
+    assert len(writes) == 2  # a batch of 200 memories, then 101 with the conversation's messages
+    assert sent[writes[1]:writes[1] + 4] == ["WITH", "INSERT", "INSERT", "COMMIT"]  # messages, import state
+    assert store.count("o") == 600 + 301
+    mem.close()
