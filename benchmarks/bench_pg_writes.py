@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, nargs="+", default=[256, 1000])
     parser.add_argument("--remember", type=int, default=5000,
                         help="memories through remember_many (0: only the store's own rate)")
+    parser.add_argument("--hnsw", choices=["both", "with", "without"], default="both",
+                        help="upsert with the HNSW index, without it, or both")
     args = parser.parse_args()
     texts, source = real_texts(args.memories)
     items = [{"text": t, "session": f"s{i % 50}", "id": f"m{i}"} for i, t in enumerate(texts)]
@@ -74,7 +76,7 @@ def main() -> None:
             checked = [mem.item_of(it) for it in items]
             records = mem.records([c[0] for c in checked])
         for batch in args.batch:
-            for hnsw in (True, False):
+            for hnsw in {"both": (True, False), "with": (True,), "without": (False,)}[args.hnsw]:
                 store = PostgresStore(f"{url}&schema=up_{next(schemas)}")
                 store.bind_model(embedder.model_id, embedder.dimension)
                 if not hnsw:
