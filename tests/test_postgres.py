@@ -404,6 +404,12 @@ def test_a_batch_of_upserts_is_one_statement_whatever_its_size(pg_server: PgServ
     assert again[:3] == large and again[3:] in ([], ["BEGIN", "ANALYZE", "COMMIT"])  # every 1,000 rows
     assert with_log[:4] == ["BEGIN", "WITH", "INSERT", "COMMIT"]
     assert store.count("o") == 903
+    # a batch larger than UPSERT_ROWS is a statement per UPSERT_ROWS rows, in one transaction
+    many = [*_records(4500, "d"), MemoryRecord(MemoryItem(id="d0", owner="o", text="d0 again"), ["again"],
+                                               np.ones(4, np.float32))]
+    sent = _statements(store, lambda: store.upsert(many), tmp_path)
+    assert sent.count("WITH") == 3 and sent[:1] == ["BEGIN"] and sent.index("COMMIT") == 4
+    assert store.count("o") == 5403 and store.get(["d0"], "o")[0].text == "d0 again"
     assert [m.text for m in store.recent_messages("s", "o", 3)] == ["turn 197", "turn 198", "turn 199"]
     store.close()
 

@@ -44,6 +44,7 @@ from memroute.stores.pg_sql import (
     SEARCH_INDEXES,
     SIZE_SQL,
     STATS_SQL,
+    UPSERT_ROWS,
     UPSERT_SQL,
     VECTORS_SQL,
     VERSION_SQL,
@@ -221,8 +222,10 @@ class PgOperations:
     def op_upsert(self, records: Sequence[MemoryRecord]) -> Op[int]:
         if not records:
             return 0
-        # one statement for the whole batch: as many statements as rows cost a plan and an execution each
-        yield Sql(UPSERT_SQL, batch_params(record_rows(records, self._dimension())))
+        # one statement for a batch (of up to UPSERT_ROWS): a statement per row costs an execution each
+        rows = record_rows(records, self._dimension())
+        for start in range(0, len(rows), UPSERT_ROWS):
+            yield Sql(UPSERT_SQL, batch_params(rows[start:start + UPSERT_ROWS]))
         return len(records)
 
     def op_write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message],

@@ -95,6 +95,9 @@ UPSERT_SQL = (
 """A batch of memories and their lexical rows in one statement (one round trip, one plan, whatever the
 batch size): the parameters are the columns of :func:`record_rows` rows as arrays (:func:`batch_params`),
 one row per (owner, id); new memories get their ``row_id`` in the batch's order."""
+UPSERT_ROWS = 2000
+"""Rows per :data:`UPSERT_SQL` statement: a larger batch (``remember_many`` takes up to 100,000) is several
+statements in its one transaction, so that no parameter message nears PostgreSQL's 1 GB limit."""
 STAGING_DDL = (
     "CREATE TEMP TABLE memroute_load (owner text, id text, session_id text, kind text, text text, reply text, "
     "occurred_at timestamptz, created_at timestamptz, expires_at timestamptz, archived boolean, sensitivity "
