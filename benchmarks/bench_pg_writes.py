@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tests.pg_server import PgServer
@@ -45,9 +46,11 @@ def _timed(what: str, n: int, run: Any, **extra: Any) -> None:
           flush=True)
 
 
-def _upsert(store: PostgresStore, records: list[MemoryRecord], batch: int) -> None:
-    for i in range(0, len(records), batch):
-        store.upsert(records[i:i + batch])
+def _upsert(store: PostgresStore, records: list[MemoryRecord], batch: int, writers: int = 1) -> None:
+    """Batches of ``records``, from ``writers`` threads at once (each on a connection of the store's pool)."""
+    batches = [records[i:i + batch] for i in range(0, len(records), batch)]
+    with ThreadPoolExecutor(writers) as pool:
+        list(pool.map(store.upsert, batches))
 
 
 def main() -> None:
@@ -58,6 +61,7 @@ def main() -> None:
                         help="memories through remember_many (0: only the store's own rate)")
     parser.add_argument("--hnsw", choices=["both", "with", "without"], default="both",
                         help="upsert with the HNSW index, without it, or both")
+    parser.add_argument("--writers", type=int, default=1, help="threads writing batches at once (upsert)")
     args = parser.parse_args()
     texts, source = real_texts(args.memories)
     items = [{"text": t, "session": f"s{i % 50}", "id": f"m{i}"} for i, t in enumerate(texts)]
@@ -69,7 +73,7 @@ def main() -> None:
         embedder = get_embedder("use-m3")
         for batch in args.batch if args.remember else []:
             with Memory.open(f"{url}&schema=rm_{next(schemas)}", owner="o", embedder=embedder) as mem:
-                embedder._cache.clear()  # type: ignore[attr-defined]
+                embedder._cache.clear()
                 _timed("remember_many", args.remember, lambda m=mem, b=batch: m.remember_many(
                     items[:args.remember], batch_size=b), batch=batch)
         with Memory.open(f"{url}&schema=prep", owner="o", embedder=embedder) as mem:
@@ -81,8 +85,8 @@ def main() -> None:
                 store.bind_model(embedder.model_id, embedder.dimension)
                 if not hnsw:
                     store._run("drop HNSW", iter_sql("DROP INDEX memroute_memories_embedding"))
-                _timed("upsert", len(records), lambda s=store, b=batch: _upsert(s, records, b), batch=batch,
-                       hnsw=hnsw)
+                _timed("upsert", len(records), lambda s=store, b=batch: _upsert(s, records, b, args.writers),
+                       batch=batch, hnsw=hnsw, writers=args.writers)
                 store.close()
     finally:
         server.stop()
