@@ -88,20 +88,20 @@ class Sql:
 
 
 @dataclass(frozen=True, slots=True)
+class Many:
+    """``executemany``; its result is None. A statement per row: writes of many rows pass arrays instead."""
+
+    query: str
+    rows: Sequence[Sequence[Any]]
+
+
+@dataclass(frozen=True, slots=True)
 class Pipe:
     """The same one-row query for each parameter set, pipelined in one round trip; the result is each
     ``fetchone()``."""
 
     query: str
     params: Sequence[Sequence[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class Many:
-    """``executemany``; its result is None. A statement per row: writes of many rows pass arrays instead."""
-
-    query: str
-    rows: Sequence[Sequence[Any]]
 
 
 Step = Sql | Many | Pipe
