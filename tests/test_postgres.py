@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from memroute.embed import CachedEmbedder
 from memroute.stores import MemoryRecord, open_store
 from memroute.stores.copy import store_checksum
 from memroute.stores.pg_sql import SEARCH_INDEXES
-from memroute.types import MemoryItem, SearchFilter
+from memroute.types import MemoryItem, SearchFilter, utcnow
 from tests.pg_server import PgServer
 
 
@@ -356,3 +357,111 @@ def test_copy_into_postgres_bulk_loads_resumably(pg_server: PgServer, tmp_path: 
     assert len(dst.search_bm25(["ctx"], SearchFilter(owner="o1"), 50, weights=(1.0, 0.5))) == 16
     src.close()
     dst.close()
+
+
+def _records(n: int, prefix: str = "m", owner: str = "o", **fields: object) -> list[MemoryRecord]:
+    rng = np.random.default_rng(n)
+    return [MemoryRecord(MemoryItem(id=f"{prefix}{i}", owner=owner, text=f"note {i} about the plan", **fields),
+                         ["note", str(i), "plan"], rng.normal(size=4).astype(np.float32)) for i in range(n)]
+
+
+def _statements(store: object, write: Callable[[], None], tmp_path: Path) -> list[str]:
+    """The first word of each statement the client ran for ``write`` (a Query or an Execute message, the pool's
+    empty connection check left out), read from libpq's protocol trace of the pool's only connection."""
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        with store._pool.connection() as conn:  # type: ignore[attr-defined]
+            conn.pgconn.trace(out.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
+        write()
+        with store._pool.connection() as conn:  # type: ignore[attr-defined]
+            conn.pgconn.untrace()
+    heads: list[str] = []
+    parsed = ""
+    for line in trace.read_text().splitlines():
+        direction, _, message, rest = ([*line.split("\t", 3), "", ""])[:4]
+        text = rest.strip().partition('" "')[2] if message == "Parse" else rest.strip().strip('"')  # "name" "query"
+        if direction == "F" and message == "Parse":
+            parsed = text
+        elif direction == "F" and (message == "Execute" or (message == "Query" and text)):
+            heads.extend((parsed if message == "Execute" else text).split()[:1])
+    return heads
+
+
+def test_a_batch_of_upserts_is_one_statement_whatever_its_size(pg_server: PgServer, tmp_path: Path) -> None:
+    from memroute.stores.postgres import PostgresStore
+    from memroute.types import Message
+
+    store = PostgresStore(pg_server.new_database(), min_connections=1, max_connections=1)
+    store.bind_model("m", 4)
+    small = _statements(store, lambda: store.upsert(_records(3, "a")), tmp_path)
+    large = _statements(store, lambda: store.upsert(_records(600, "b")), tmp_path)
+    again = _statements(store, lambda: store.upsert(_records(600, "b")), tmp_path)  # all of them updates
+    turns = [Message("s", "user", f"turn {i}", utcnow(), "o") for i in range(200)]
+    with_log = _statements(store, lambda: store.write_batch(_records(300, "c"), turns), tmp_path)
+    # one statement writes a batch of memories with their lexical rows, another the messages
+    assert small == large == ["BEGIN", "WITH", "COMMIT"]
+    assert again[:3] == large and again[3:] in ([], ["BEGIN", "ANALYZE", "COMMIT"])  # every 1,000 rows
+    assert with_log[:4] == ["BEGIN", "WITH", "INSERT", "COMMIT"]
+    assert store.count("o") == 903
+    # a batch larger than UPSERT_ROWS is a statement per UPSERT_ROWS rows, in one transaction
+    many = [*_records(4500, "d"), MemoryRecord(MemoryItem(id="d0", owner="o", text="d0 again"), ["again"],
+                                               np.ones(4, np.float32))]
+    sent = _statements(store, lambda: store.upsert(many), tmp_path)
+    assert sent.count("WITH") == 3 and sent[:1] == ["BEGIN"] and sent.index("COMMIT") == 4
+    assert store.count("o") == 5403 and store.get(["d0"], "o")[0].text == "d0 again"
+    assert [m.text for m in store.recent_messages("s", "o", 3)] == ["turn 197", "turn 198", "turn 199"]
+    store.close()
+
+
+def test_a_batch_with_a_duplicate_id_or_a_bad_row_is_all_or_nothing(pg_server: PgServer) -> None:
+    from memroute.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_server.new_database())
+    store.bind_model("m", 4)
+    store.upsert(_records(5))
+    # the same id twice in one batch: the last one wins, as writing them one by one would
+    batch = _records(3, "n")
+    twice = MemoryRecord(MemoryItem(id="n1", owner="o", text="the second n1"), ["second"], batch[1].vector)
+    store.upsert([*batch, twice])
+    assert [m.text for m in store.get(["n0", "n1", "n2"], "o")] == ["note 0 about the plan", "the second n1",
+                                                                    "note 2 about the plan"]
+    assert store.search_bm25(["second"], SearchFilter(owner="o"), 5)[0].id == "n1"
+    assert store.search_bm25(["1"], SearchFilter(owner="o"), 5)[0].id == "m1"  # n1's first tokens are gone
+    # a row the server refuses (a NUL character in JSON) fails the whole batch: updates and inserts alike
+    changed = [MemoryRecord(MemoryItem(id="m0", owner="o", text="changed"), ["changed"], batch[0].vector),
+               *_records(50, "x"),
+               MemoryRecord(MemoryItem(id="bad", owner="o", text="bad", metadata={"k": "\x00"}), ["bad"],
+                            batch[0].vector)]
+    with pytest.raises(StoreError):
+        store.upsert(changed)
+    assert store.count("o") == 8
+    assert store.get(["m0"], "o")[0].text == "note 0 about the plan"
+    assert store.search_bm25(["changed"], SearchFilter(owner="o"), 5) == []
+    # owners stay apart: the same id under another owner is another memory
+    store.upsert(_records(2, owner="p"))
+    assert store.count("o") == 8 and store.count("p") == 2
+    store.close()
+
+
+def test_remember_many_and_import_write_a_batch_in_one_statement(pg_server: PgServer, tmp_path: Path,
+                                                                 embedder: CachedEmbedder) -> None:
+    from memroute.importing import import_jsonl
+    from memroute.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_server.new_database(), min_connections=1, max_connections=1)
+    mem = Memory(store, embedder, owner="o")
+    items = [{"text": f"note {i} about the 회의 and the プロジェクト"} for i in range(600)]
+    sent = _statements(store, lambda: mem.remember_many(items, batch_size=256), tmp_path)
+    assert sent == ["BEGIN", "WITH", "COMMIT"] * 3  # 256 + 256 + 88
+    lines = [json.dumps({"text": f"imported {i}"}) for i in range(300)]
+    lines.append(json.dumps({"session": "s", "messages": [{"role": "user", "text": "hi"},
+                                                          {"role": "assistant", "text": "hello"}]}))
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    sent = _statements(store, lambda: import_jsonl(mem, path, batch_size=200), tmp_path)
+    writes = [i for i, head in enumerate(sent) if head == "WITH"]
+    assert len(writes) == 2  # a batch of 200 memories, then 101 with the conversation's messages
+    assert sent[writes[1]:writes[1] + 4] == ["WITH", "INSERT", "INSERT", "COMMIT"]  # messages, import state
+    assert store.count("o") == 600 + 301
+    mem.close()

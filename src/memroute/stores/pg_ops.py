@@ -23,7 +23,7 @@ from memroute.errors import DependencyError, SchemaVersionError, StoreError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_sql import (
-    ADD_MESSAGE_SQL,
+    ADD_MESSAGES_SQL,
     ALL_STATE_SQL,
     ANALYZE_SQL,
     COLUMNS,
@@ -44,11 +44,13 @@ from memroute.stores.pg_sql import (
     SEARCH_INDEXES,
     SIZE_SQL,
     STATS_SQL,
+    UPSERT_ROWS,
     UPSERT_SQL,
     VECTORS_SQL,
     VERSION_SQL,
     SearchCache,
     array,
+    batch_params,
     bm25_query,
     bm25_rank,
     memory_of,
@@ -87,7 +89,7 @@ class Sql:
 
 @dataclass(frozen=True, slots=True)
 class Many:
-    """``executemany``; its result is None."""
+    """``executemany``; its result is None. A statement per row: writes of many rows pass arrays instead."""
 
     query: str
     rows: Sequence[Sequence[Any]]
@@ -220,9 +222,11 @@ class PgOperations:
     def op_upsert(self, records: Sequence[MemoryRecord]) -> Op[int]:
         if not records:
             return 0
+        # one statement for a batch (of up to UPSERT_ROWS): a statement per row costs an execution each
         rows = record_rows(records, self._dimension())
-        yield Many(UPSERT_SQL, rows)
-        return len(rows)
+        for start in range(0, len(rows), UPSERT_ROWS):
+            yield Sql(UPSERT_SQL, batch_params(rows[start:start + UPSERT_ROWS]))
+        return len(records)
 
     def op_write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message],
                        state: StateEntry | None) -> Op[int]:
@@ -351,8 +355,9 @@ class PgOperations:
     # ---------------------------------------------------------------------------- conversation log
     def op_add_messages(self, messages: Sequence[Message]) -> Op[None]:
         if messages:
-            yield Many(ADD_MESSAGE_SQL, [(m.owner, m.session_id, m.role, m.text,
-                                          checked_time(m.created_at, "the time of a message")) for m in messages])
+            yield Sql(ADD_MESSAGES_SQL, [list(column) for column in zip(*(
+                (m.owner, m.session_id, m.role, m.text, checked_time(m.created_at, "the time of a message"))
+                for m in messages), strict=True)])
 
     def op_recent_messages(self, session_id: str, owner: str, limit: int) -> Op[list[Message]]:
         rows = yield Sql(RECENT_MESSAGES_SQL, (owner, session_id, int(limit)))

@@ -80,11 +80,6 @@ def _lexical_insert(source: str, memory: str, data: str) -> str:
 
 _UPSERT_MEMORY = (f"INSERT INTO memroute_memories ({COLUMNS}, embedding) {{values}} ON CONFLICT (owner, id) DO UPDATE "
                   f"SET {_set(_UPDATED)} RETURNING row_id, {', '.join(LEX_FILTERS)}")
-UPSERT_SQL = (
-    f"WITH m AS ({_UPSERT_MEMORY.format(values='VALUES (' + ', '.join(['%s'] * 15) + ')')}) "
-    + _lexical_insert("m, (SELECT %s::text AS tokens, %s::text AS context_tokens, %s::int AS len_own, "
-                      "%s::int AS len_ctx, %s::text AS terms, %s::text AS context_terms) d", "m", "d"))
-"""One memory and its lexical row, in one statement: the parameters are a :func:`record_rows` row."""
 MERGE_SQL = (
     f"WITH m AS ({_UPSERT_MEMORY.format(values=f'SELECT {COLUMNS}, embedding FROM memroute_load')}) "
     + _lexical_insert("m JOIN memroute_load d ON d.owner = m.owner AND d.id = m.id", "m", "d"))
@@ -92,6 +87,17 @@ MERGE_SQL = (
 LOAD_COLUMNS = f"{COLUMNS}, embedding, {', '.join(LEX_DATA)}, {', '.join(TERMS)}"
 LOAD_TYPES = ["text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz", "bool",
               "int2", "text", "jsonb", "text", "vector", "text", "text", "int4", "int4", "text", "text"]
+UPSERT_SQL = (
+    f"WITH d AS (SELECT * FROM unnest({', '.join(f'%b::{t}[]' for t in LOAD_TYPES)}) WITH ORDINALITY "
+    f"AS d({LOAD_COLUMNS}, ord)), "
+    f"m AS ({_UPSERT_MEMORY.format(values=f'SELECT {COLUMNS}, embedding FROM d ORDER BY ord')}) "
+    + _lexical_insert("m JOIN d ON d.owner = m.owner AND d.id = m.id", "m", "d"))
+"""A batch of memories and their lexical rows in one statement (one round trip, one plan, whatever the
+batch size): the parameters are the columns of :func:`record_rows` rows as arrays (:func:`batch_params`),
+one row per (owner, id); new memories get their ``row_id`` in the batch's order."""
+UPSERT_ROWS = 2000
+"""Rows per :data:`UPSERT_SQL` statement: a larger batch (``remember_many`` takes up to 100,000) is several
+statements in its one transaction, so that no parameter message nears PostgreSQL's 1 GB limit."""
 STAGING_DDL = (
     "CREATE TEMP TABLE memroute_load (owner text, id text, session_id text, kind text, text text, reply text, "
     "occurred_at timestamptz, created_at timestamptz, expires_at timestamptz, archived boolean, sensitivity "
@@ -128,8 +134,11 @@ RECORDS_PAGE_SQL = (
     "ORDER BY m.row_id LIMIT %s")
 MESSAGES_PAGE_SQL = ("SELECT id, owner, session_id, role, text, created_at FROM memroute_messages WHERE id > %s "
                      "ORDER BY id LIMIT %s")
-ADD_MESSAGE_SQL = ("INSERT INTO memroute_messages (owner, session_id, role, text, created_at) VALUES "
-                   "(%s, %s, %s, %s, %s)")
+ADD_MESSAGES_SQL = ("INSERT INTO memroute_messages (owner, session_id, role, text, created_at) SELECT owner, "
+                    "session_id, role, text, created_at FROM unnest(%s::text[], %s::text[], %s::text[], "
+                    "%s::text[], %s::timestamptz[]) WITH ORDINALITY AS d(owner, session_id, role, text, created_at, "
+                    "ord) ORDER BY ord")
+"""Messages in one statement, their ids in the given order: one array per column."""
 RECENT_MESSAGES_SQL = ("SELECT id, role, text, created_at FROM memroute_messages WHERE owner = %s AND session_id = %s "
                        "ORDER BY id DESC LIMIT %s")
 PUT_STATE_SQL = ("INSERT INTO memroute_state (namespace, owner, key, value, updated_at) VALUES (%s, %s, %s, %s, "
@@ -225,8 +234,15 @@ def tsquery(terms: Sequence[str]) -> str:
     return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
 
 
+def batch_params(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The parameters of :data:`UPSERT_SQL`: :func:`record_rows` rows as one array per column, one row per
+    (owner, id), the last one of each, at the place of its first one (as upserting them one by one would)."""
+    unique = {(row[0], row[1]): row for row in rows}
+    return [list(column) for column in zip(*unique.values(), strict=True)]
+
+
 def record_rows(records: Sequence[MemoryRecord], dim: int) -> list[tuple[Any, ...]]:
-    """The parameters of :data:`UPSERT_SQL`, in the column order of ``bulk_load``'s staging table."""
+    """The rows of :func:`batch_params` and of ``bulk_load``'s staging table (its column order)."""
     rows = []
     for rec in records:
         vec = checked_vector(rec.vector, dim, f"the vector of memory {rec.memory.id}")
