@@ -98,8 +98,8 @@ def test_cues() -> None:
     assert read_cues("ok", "Your table is booked. Anything else?").assistant_done
 
 
-def test_a_reply_is_encoded_only_when_the_turn_stays(memory: Memory, embedder: CachedEmbedder) -> None:
-    seen: list[str] = []
+def _counting(embedder: CachedEmbedder, seen: list[str]) -> type:
+    """An embedder class that records every text it is asked to encode, then encodes it with ``embedder``."""
 
     class Counting:
         model_id, dimension = embedder.model_id, embedder.dimension
@@ -107,6 +107,13 @@ def test_a_reply_is_encoded_only_when_the_turn_stays(memory: Memory, embedder: C
         def embed(self, texts: list[str], side: str = "passage") -> object:
             seen.extend(texts)
             return embedder.embed(texts, side)  # type: ignore[arg-type]
+
+    return Counting
+
+
+def test_a_reply_is_encoded_only_when_the_turn_stays(memory: Memory, embedder: CachedEmbedder) -> None:
+    seen: list[str] = []
+    Counting = _counting(embedder, seen)
 
     conv = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=Counting()))  # type: ignore[arg-type]
     conv.route("Please review this Python function for bugs", session="enc")
@@ -121,13 +128,7 @@ def test_a_reply_is_encoded_only_when_the_turn_stays(memory: Memory, embedder: C
 
 def test_a_reply_added_through_the_router_is_encoded_when_logged(memory: Memory, embedder: CachedEmbedder) -> None:
     seen: list[str] = []
-
-    class Counting:
-        model_id, dimension = embedder.model_id, embedder.dimension
-
-        def embed(self, texts: list[str], side: str = "passage") -> object:
-            seen.extend(texts)
-            return embedder.embed(texts, side)  # type: ignore[arg-type]
+    Counting = _counting(embedder, seen)
 
     turns = [("Please review this Python function for bugs", "Line 3 has an off-by-one error in the loop."),
              ("and is the naming style fine?", "The names are fine, but the loop could be a comprehension."),
