@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from memroute.memory import Memory
 from memroute.stores import memory_index, quantized
 from memroute.stores.memory_index import MemoryIndex, RowMeta
 from memroute.stores.quantized import QuantizedCopy
@@ -107,3 +108,24 @@ def test_small_indexes_do_not_keep_a_copy() -> None:
     index, m = build(2000)
     index.search_vector(m[0], SearchFilter(owner="a"), 5)
     assert index._quantized.rows == 0
+
+
+
+def test_a_search_on_another_thread_runs_one_openmp_thread(memory: Memory) -> None:
+    """OpenMP's thread count is per thread: a service's request threads searched with one faiss thread per
+    core (spinning between searches) although the policy is one."""
+    import threading
+
+    import faiss
+
+    memory.remember_many([{"text": t} for t in ("The dentist is on Tuesday.", "Leo is allergic to shellfish.")])
+    seen: list[int] = []
+
+    def request() -> None:
+        assert memory.search("when is the dentist?", limit=2)
+        seen.append(faiss.omp_get_max_threads())
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    worker.join()
+    assert seen == [1]

@@ -37,3 +37,26 @@ def limit_threads() -> None:
         except ImportError:  # pragma: no cover - a core dependency
             return
         faiss.omp_set_num_threads(limit)
+
+
+_here = threading.local()
+
+
+def limit_openmp_here() -> None:
+    """Apply the OpenMP limit on the calling thread, once per thread (cheap to call before every search).
+
+    OpenMP's thread count is a per-thread setting: :func:`limit_threads` sets it on the thread that loads
+    the index, and every other thread (a service's request threads) keeps the runtime's default of one
+    thread per core. Measured 2026-11-26: faiss on a worker thread reported two threads after
+    ``limit_threads()`` had set one on the main thread."""
+    if getattr(_here, "done", False):
+        return
+    _here.done = True
+    limit = int(os.environ.get("MEMROUTE_BLAS_THREADS", "1"))
+    if limit <= 0:
+        return
+    try:
+        import faiss
+    except ImportError:  # pragma: no cover - a core dependency
+        return
+    faiss.omp_set_num_threads(limit)

@@ -27,7 +27,7 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
-from memroute.runtime import limit_threads
+from memroute.runtime import limit_openmp_here, limit_threads
 from memroute.stores import ann, bm25, quantized
 from memroute.stores.ann import AnnGraph
 from memroute.stores.postings import Csr, Postings
@@ -298,6 +298,7 @@ class MemoryIndex:
             return self._search_quantized(query, allowed, limit)
         matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
         k = min(self._n, limit + 32 + limit * (self._n // max(slots.size, 1)))
+        limit_openmp_here()
         while True:
             scores, found_slots = faiss.knn(q, matrix, k, metric=faiss.METRIC_INNER_PRODUCT)
             found_slots, scores = found_slots[0], scores[0]

@@ -24,6 +24,8 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
+from memroute.runtime import limit_openmp_here
+
 MIN_ROWS = 65_536
 """Below this the float32 scan is fast enough (a few ms) and the copy is not kept. At 100k rows the
 8-bit pass answers in 11.5 ms instead of 15.9 (p50, 512-d, this project's 2-core machine)."""
@@ -85,5 +87,6 @@ class QuantizedCopy:
         """The ``k`` best rows by approximate score (scores descending), as faiss returns them."""
         if self._index is None:
             raise RuntimeError("sync() the quantized copy before searching it")
+        limit_openmp_here()
         scores, found = self._index.search(np.ascontiguousarray(query[None, :], dtype=np.float32), k)
         return scores[0], found[0]
