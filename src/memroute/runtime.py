@@ -17,6 +17,11 @@ import threading
 
 _done = False
 _lock = threading.Lock()
+_here = threading.local()
+
+
+def _limit() -> int:
+    return int(os.environ.get("MEMROUTE_BLAS_THREADS", "1"))
 
 
 def limit_threads() -> None:
@@ -26,20 +31,13 @@ def limit_threads() -> None:
         if _done:
             return
         _done = True
-        limit = int(os.environ.get("MEMROUTE_BLAS_THREADS", "1"))
+        limit = _limit()
         if limit <= 0:
             return
         from threadpoolctl import ThreadpoolController
 
         ThreadpoolController().limit(limits=limit, user_api="blas")
-        try:
-            import faiss
-        except ImportError:  # pragma: no cover - a core dependency
-            return
-        faiss.omp_set_num_threads(limit)
-
-
-_here = threading.local()
+    limit_openmp_here()
 
 
 def limit_openmp_here() -> None:
@@ -52,7 +50,7 @@ def limit_openmp_here() -> None:
     if getattr(_here, "done", False):
         return
     _here.done = True
-    limit = int(os.environ.get("MEMROUTE_BLAS_THREADS", "1"))
+    limit = _limit()
     if limit <= 0:
         return
     try:
