@@ -106,10 +106,23 @@ class CachedEmbedder:
         return out
 
 
-_AHEAD: tuple[int, ThreadPoolExecutor] | None = None
-"""The process's workers, with the id of the process that made them (a forked child makes its own: the
-threads of a pool do not survive a fork, and work handed to them would never run)."""
-_AHEAD_LOCK = threading.Lock()
+class ProcessThreads:
+    """A thread pool that a forked child makes anew: the threads of a pool do not survive a fork, and work
+    handed to them in the child would never run."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._workers, self._name = workers, name
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None or self._pool[0] != os.getpid():
+                self._pool = (os.getpid(), ThreadPoolExecutor(self._workers, thread_name_prefix=self._name))
+            return self._pool[1]
+
+
+_AHEAD = ProcessThreads(max(2, os.cpu_count() or 2), "memroute-embed")
 
 
 def embed_ahead(embedder: Embedder, texts: Sequence[str], side: Side = "passage") -> Future[Vectors]:
@@ -119,9 +132,4 @@ def embed_ahead(embedder: Embedder, texts: Sequence[str], side: Side = "passage"
     the same request (tokenising, reading state) does it on another core meanwhile. The workers are
     shared by the process (as many as cores, at least 2); the encoders' own locks still run one call of a
     model at a time."""
-    global _AHEAD
-    with _AHEAD_LOCK:
-        if _AHEAD is None or _AHEAD[0] != os.getpid():
-            _AHEAD = (os.getpid(), ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="memroute-embed"))
-        pool = _AHEAD[1]
-    return pool.submit(embedder.embed, list(texts), side)
+    return _AHEAD.get().submit(embedder.embed, list(texts), side)

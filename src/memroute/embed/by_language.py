@@ -20,14 +20,12 @@ a larger lead; describe such a catalogue in the users' language, or route with `
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from memroute.embed.base import Embedder, Side, Vectors
+from memroute.embed.base import Embedder, ProcessThreads, Side, Vectors
 from memroute.errors import EmbeddingError
 from memroute.text.language import detect_language
 
@@ -65,7 +63,9 @@ class LanguageAwareEmbedder:
         self._mean = np.zeros(strong_dimension, dtype=np.float32)
         self._strong_dimension = strong_dimension
         self._lock = threading.Lock()
-        self._executor: tuple[int, ThreadPoolExecutor] | None = None
+        # One thread of its own (the encoder runs one call at a time anyway): a task there never waits for
+        # another task, so callers on any pool cannot deadlock on it.
+        self._strong_thread = ProcessThreads(1, "memroute-strong")
         self.model_id = f"{fast.model_id}|{'+'.join(sorted(languages))}:{strong_id}"
         self.dimension = fast.dimension + strong_dimension
 
@@ -89,7 +89,7 @@ class LanguageAwareEmbedder:
         rows = self.strong_rows(texts)
         # The strong encoder runs on its own thread while the fast one runs here: on two free cores a
         # Japanese or Korean text waits for e5 alone, not for e5 after use-m3.
-        strong = self._strong_thread().submit(self._strong_part, [texts[i] for i in rows], side) if rows else None
+        strong = self._strong_thread.get().submit(self._strong_part, [texts[i] for i in rows], side) if rows else None
         out = self._fast_part(texts, side)
         if strong is not None:
             out[rows, : self.fast.dimension] *= np.float32(math.sqrt(1 - STRONG_SHARE))
@@ -102,15 +102,6 @@ class LanguageAwareEmbedder:
         strong /= np.maximum(np.linalg.norm(strong, axis=1, keepdims=True), np.float32(1e-6))
         out: Vectors = strong * np.float32(math.sqrt(STRONG_SHARE))
         return out
-
-    def _strong_thread(self) -> ThreadPoolExecutor:
-        # One thread of its own (the encoder runs one call at a time anyway): a task there never waits for
-        # another task, so callers on any pool cannot deadlock on it.
-        # A forked child makes its own: a pool's thread does not survive a fork.
-        with self._lock:
-            if self._executor is None or self._executor[0] != os.getpid():
-                self._executor = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="memroute-strong"))
-            return self._executor[1]
 
     def _fast_part(self, texts: Sequence[str], side: Side) -> Vectors:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
