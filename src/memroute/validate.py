@@ -28,7 +28,8 @@ MAX_NAME_CHARS = 256
 """Owners, sessions, ids, roles and source types (the HTTP API's limit too)."""
 MAX_METADATA_DEPTH = 32
 MAX_METADATA_BYTES = 1_000_000
-_INT64 = 2**63
+INT64_LIMIT = 2**63
+"""Metadata integers lie in [-INT64_LIMIT, INT64_LIMIT): 64-bit signed, as JSON stores and SQLite keep them."""
 
 
 def _unicode(value: str, what: str) -> str:
@@ -109,7 +110,7 @@ def _json(value: object, where: str, depth: int) -> Any:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
-        if not -_INT64 <= value < _INT64:
+        if not -INT64_LIMIT <= value < INT64_LIMIT:
             raise InputError(f"{where} is an integer outside the 64-bit range; store it as a string")
         return int(value)
     if isinstance(value, float):

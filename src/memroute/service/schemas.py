@@ -71,9 +71,6 @@ _SENSITIVITY: dict[Sensitivity, SensitivityName] = {Sensitivity.PUBLIC: "public"
 Words = Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=200)]
 
 
-_INT64 = 2**63
-
-
 def _metadata(value: dict[str, Any]) -> dict[str, Any]:
     """The library's metadata rules (JSON values, 64-bit integers, no NUL, depth and size): a 422 per item.
 
@@ -86,7 +83,7 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
     stack: list[Any] = [out]
     while stack:
         item = stack.pop()
-        if isinstance(item, float) and item.is_integer() and not -_INT64 <= item < _INT64:
+        if isinstance(item, float) and item.is_integer() and not -validate.INT64_LIMIT <= item < validate.INT64_LIMIT:
             raise ValueError(f"metadata holds {item:g}, an integer outside the 64-bit range; store it as a string")
         if isinstance(item, dict):
             stack.extend(item.values())
@@ -102,7 +99,7 @@ METADATA_VALUE_SCHEMA: dict[str, Any] = {
     "title": METADATA_VALUE,
     "description": "A JSON value in metadata: integers within 64 bits, strings and keys without NUL.",
     "anyOf": [{"type": "null"}, {"type": "boolean"},
-              {"type": "integer", "minimum": -_INT64, "maximum": _INT64 - 1},
+              {"type": "integer", "minimum": -validate.INT64_LIMIT, "maximum": validate.INT64_LIMIT - 1},
               {"type": "number", "not": {"type": "integer"}},
               {"type": "string", "pattern": NO_NUL},
               {"type": "array", "items": _VALUE_REF},
