@@ -8,6 +8,7 @@ import pytest
 from memroute.embed import CachedEmbedder, E5SmallEmbedder, Embedder, LanguageAwareEmbedder, routing_embedder
 from memroute.embed.by_language import ANCHORS, STRONG_SHARE
 from memroute.errors import EmbeddingError
+from tests.recording import Recording, thread_names
 
 
 @pytest.fixture(scope="module")
@@ -119,19 +120,10 @@ def test_a_capability_is_scored_by_e5_in_its_agents_context(embedder: CachedEmbe
 
 def test_the_strong_encoder_runs_on_its_own_thread_and_concurrent_callers_agree(embedder: CachedEmbedder,
                                                                                  e5: E5SmallEmbedder) -> None:
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     where: list[str] = []
-
-    class Recording:
-        model_id, dimension = e5.model_id, e5.dimension
-
-        def embed(self, texts: list[str], side: str = "passage") -> object:
-            where.append(threading.current_thread().name)
-            return e5.embed(texts, side)  # type: ignore[arg-type]
-
-    model = LanguageAwareEmbedder(embedder, Recording, e5.model_id, e5.dimension)  # type: ignore[arg-type]
+    model = LanguageAwareEmbedder(embedder, lambda: Recording(e5, thread_names(where)), e5.model_id, e5.dimension)
     texts = ["明日の天気は？", "레스토랑 예약하고 싶어요", "find a restaurant nearby", "この文を英語にして"]
     alone = [model.embed([t], side="query") for t in texts]
     assert where and all(name.startswith("memroute-strong") for name in where)

@@ -11,6 +11,7 @@ from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.cues import read_cues
 from memroute.text import detect_language
 from memroute.types import Agent
+from tests.recording import Recording, thread_names
 
 AGENTS = (
     Agent("translate", "Translator", "Translates sentences between languages such as English, French and Japanese"),
@@ -98,24 +99,11 @@ def test_cues() -> None:
     assert read_cues("ok", "Your table is booked. Anything else?").assistant_done
 
 
-def _counting(embedder: CachedEmbedder, seen: list[str]) -> type:
-    """An embedder class that records every text it is asked to encode, then encodes it with ``embedder``."""
-
-    class Counting:
-        model_id, dimension = embedder.model_id, embedder.dimension
-
-        def embed(self, texts: list[str], side: str = "passage") -> object:
-            seen.extend(texts)
-            return embedder.embed(texts, side)  # type: ignore[arg-type]
-
-    return Counting
-
-
 def test_a_reply_is_encoded_only_when_the_turn_stays(memory: Memory, embedder: CachedEmbedder) -> None:
     seen: list[str] = []
-    Counting = _counting(embedder, seen)
+    counting = Recording(embedder, seen.extend)
 
-    conv = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=Counting()))  # type: ignore[arg-type]
+    conv = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=counting))
     conv.route("Please review this Python function for bugs", session="enc")
     memory.add_message("enc", "assistant", "Line 3 has an off-by-one error in the loop.")
     switch = conv.route("By the way, what's the weather forecast for Tokyo tomorrow?", session="enc")
@@ -128,13 +116,13 @@ def test_a_reply_is_encoded_only_when_the_turn_stays(memory: Memory, embedder: C
 
 def test_a_reply_added_through_the_router_is_encoded_when_logged(memory: Memory, embedder: CachedEmbedder) -> None:
     seen: list[str] = []
-    Counting = _counting(embedder, seen)
+    counting = Recording(embedder, seen.extend)
 
     turns = [("Please review this Python function for bugs", "Line 3 has an off-by-one error in the loop."),
              ("and is the naming style fine?", "The names are fine, but the loop could be a comprehension."),
              ("By the way, what's the weather forecast for Tokyo tomorrow?", "Tomorrow in Tokyo: sunny, 21 degrees."),
              ("and the day after?", "Cloudy, 18 degrees.")]
-    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=Counting()))  # type: ignore[arg-type]
+    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=counting))
     logged = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=embedder))
     for user, reply in turns:
         before = len(seen)
@@ -155,22 +143,14 @@ def test_a_reply_added_through_the_router_is_encoded_when_logged(memory: Memory,
 
 def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: Memory,
                                                                          embedder: CachedEmbedder) -> None:
-    import threading
-
     threads: list[str] = []
-
-    class Where:
-        model_id, dimension = embedder.model_id, embedder.dimension
-
-        def embed(self, texts: list[str], side: str = "passage") -> object:
-            threads.append(threading.current_thread().name)
-            return embedder.embed(texts, side)  # type: ignore[arg-type]
+    where = Recording(embedder, thread_names(threads))
 
     class Inline(ConversationRouter):
         encode_ahead = False
 
     e5 = E5SmallEmbedder()
-    language_aware = LanguageAwareEmbedder(Where(), lambda: e5, e5.model_id, e5.dimension)  # type: ignore[arg-type]
+    language_aware = LanguageAwareEmbedder(where, lambda: e5, e5.model_id, e5.dimension)
     ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=language_aware))
     inline = Inline(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
         embedder, lambda: e5, e5.model_id, e5.dimension)))
