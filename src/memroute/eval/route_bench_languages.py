@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from memroute.embed.models import E5_THREADS
+from memroute.embed.models import E5_ENGINE, E5_THREADS
 
 # agent id -> (description, user turns, assistant reply); {p} is a place, {n} a number.
 _EN = {
@@ -138,7 +138,7 @@ def bench_language(language: str, turns: int) -> dict[str, Any]:
     finally:
         memory.close()
     return {"language": language, "turns": len(lat), "agents": len(agents),
-            "encoder": getattr(router.embedder, "model_id", None), "e5_threads": E5_THREADS,
+            "encoder": getattr(router.embedder, "model_id", None), "e5_threads": E5_THREADS, "e5_engine": E5_ENGINE,
             "latency_ms": _percentiles(lat),
             # CPU time of the process (the routing thread and the worker that encodes the message): what the
             # turn costs in cores, whatever the load (wall-clock latency on a shared, busy machine is mostly
