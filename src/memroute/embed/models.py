@@ -101,14 +101,15 @@ class E5SmallEmbedder:
         batch = [t if t.strip() else "." for t in texts]
         encode = self._model.query if side == "query" else self._model.passage
         try:
+            # Per thread, whichever engine this call takes: the thread's next call may take the other.
+            if self._set_threads is not None and not getattr(self._threads_set, "done", False):
+                self._set_threads(max(1, E5_THREADS))
+                self._threads_set.done = True
             if len(batch) == 1 and self._single is not None:
                 ids = self._single.token_ids(batch[0], side)
                 if len(ids) >= FLOAT_FROM_TOKENS:
                     return normalise_rows(self._single.embed_ids(ids)[None, :], self.dimension, self.model_id)
             with self._lock:
-                if self._set_threads is not None and not getattr(self._threads_set, "done", False):
-                    self._set_threads(max(1, E5_THREADS))
-                    self._threads_set.done = True
                 return embed_by_length(encode, batch, self.dimension, self.model_id)
         except EmbeddingError:
             raise
