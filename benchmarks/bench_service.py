@@ -76,20 +76,26 @@ def start_service(store: Path, port: int, key: str, workers: int = 1) -> subproc
                              "--log-level", "warning", "--workers", str(workers)], env=env, stdout=subprocess.DEVNULL)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and all its descendants still running (Linux ``/proc``)."""
+def cpu_by_process(pid: int) -> dict[int, float]:
+    """User + system CPU time of a process and of each descendant still running, by pid (Linux ``/proc``)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total, todo = 0.0, [pid]
+    out: dict[int, float] = {}
+    todo = [pid]
     while todo:
         current = todo.pop()
         try:
             fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
+            out[current] = (int(fields[11]) + int(fields[12])) / tick
             for task in Path(f"/proc/{current}/task").iterdir():
                 todo.extend(int(c) for c in (task / "children").read_text().split())
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return total
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and all its descendants still running."""
+    return sum(cpu_by_process(pid).values())
 
 
 def wait_workers(pid: int, workers: int, timeout_s: float = 300) -> None:
@@ -181,9 +187,12 @@ def run_load(url: str, key: str, asks: list[str], seconds: float, concurrency: i
     process = ctx.Process(target=_generate, args=(url, key, asks, seconds, concurrency, trace, send, started))
     process.start()
     started.wait()  # after drive()'s warm-up
-    cpu_before = cpu_seconds(service_pid)
+    cpu_before = cpu_by_process(service_pid)
     result: dict[str, Any] = receive.recv()
-    result["service_cpu_s"] = cpu_seconds(service_pid) - cpu_before
+    spent = {p: s - cpu_before.get(p, 0.0) for p, s in cpu_by_process(service_pid).items()}
+    result["service_cpu_s"] = sum(spent.values())
+    # How the load spread over the processes: a keep-alive connection stays with the worker that accepted it.
+    result["cpu_by_process_s"] = sorted(spent.values(), reverse=True)
     process.join(60)
     return result
 
@@ -227,6 +236,8 @@ def main() -> int:
           f"{client_ms:.1f} ms; on {cores} otherwise idle cores that is at "
           f"most {cores * 1000 / (service_ms + client_ms):.0f} requests/s, {cores * 1000 / service_ms:.0f} with "
           "the load generated elsewhere")
+    print(f"service CPU by process (the supervisor and each worker), largest first: "
+          f"{', '.join(f'{s:.1f} s' for s in result['cpu_by_process_s'])}")
     # Latency on a shared machine means little without the load it was measured under.
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_before)} before, "
           f"{' '.join(f'{x:.2f}' for x in load_after)} after; {os.cpu_count()} CPUs; "

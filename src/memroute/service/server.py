@@ -11,6 +11,11 @@ Workers (``memroute serve --workers N``, :func:`serve_workers`): the parent bind
 :class:`WorkerApp`, so each has its own store connection (SQLite) or pool (PostgreSQL), in-memory index,
 embedding cache, rate-limit buckets and metrics. A write in one worker is seen by the next search in
 every other: the SQLite store brings its index up to date from the file's change log before a search.
+
+The workers share the connections through :class:`BalancedLoop`. asyncio accepts every pending connection
+of a listening socket at once, so the first worker to wake took them all: four keep-alive clients that
+connected together were all served by one of two workers, which used one core while the other slept
+(``benchmarks/bench_service.py`` prints the CPU time of each process).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import asyncio
 import ctypes
 import json
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -48,13 +54,16 @@ class ServerConfig(uvicorn.Config):
 
 
 class HeaderDeadlineH11(H11Protocol):
-    """uvicorn's h11 protocol, with a deadline for each request's headers (``ServerConfig.request_timeout_s``)."""
+    """uvicorn's h11 protocol, with a deadline for each request's headers (``ServerConfig.request_timeout_s``),
+    counting the process's open connections (``open_connections``) for :class:`BalancedLoop`."""
 
+    open_connections = 0
     _deadline: asyncio.TimerHandle | None = None
     _waiting_after: Any = None
     """The request cycle that was current when the deadline was armed: a newer one means headers came."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        HeaderDeadlineH11.open_connections += 1
         super().connection_made(transport)
         self._arm()
 
@@ -63,6 +72,7 @@ class HeaderDeadlineH11(H11Protocol):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        HeaderDeadlineH11.open_connections -= 1
         if self._deadline is not None:
             self._deadline.cancel()
         super().connection_lost(exc)
@@ -91,6 +101,58 @@ def _timeout_answer(timeout_s: float) -> bytes:
             b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
+ACCEPT_PAUSE_S = 0.001
+"""How long a worker that serves ``n`` connections lets the others take a new one first: ``n`` times this,
+at most ``MAX_ACCEPT_PAUSE_S``."""
+
+MAX_ACCEPT_PAUSE_S = 0.008
+
+
+class BalancedLoop(asyncio.SelectorEventLoop):
+    """The event loop of a worker process that shares its listening socket with other workers.
+
+    asyncio's loop accepts every connection waiting on the socket when it becomes readable (up to the
+    backlog), so the first worker to wake took a burst of connections whole. This loop accepts one
+    connection at a time, and a worker that already serves ``n`` connections waits ``n`` ms
+    (``ACCEPT_PAUSE_S``) before it tries, so that a worker with fewer connections, or whose loop is not
+    held up by work, takes it. Keep-alive connections then spread over the workers: four clients that
+    connect one after another are served two by each of two workers. With one worker nothing waits:
+    ``serve`` keeps asyncio's own loop."""
+
+    _accepted = 0
+    _waited = False
+
+    def _accept_connection(self, protocol_factory: Any, sock: socket.socket, sslcontext: Any = None,
+                           server: Any = None, backlog: int = 100, *timeouts: Any) -> None:
+        again = (protocol_factory, sock, sslcontext, server, backlog, *timeouts)
+        serving = HeaderDeadlineH11.open_connections
+        if serving and not self._waited:  # let a worker with fewer connections take it first
+            self._waited = True
+            self._pause(min(serving * ACCEPT_PAUSE_S, MAX_ACCEPT_PAUSE_S), again)
+            return
+        self._waited = False
+        accepted = self._accepted
+        super()._accept_connection(protocol_factory, sock, sslcontext, server, 1, *timeouts)  # type: ignore[misc]
+        if self._accepted != accepted:  # one accepted: it is counted once connected, on the next turns
+            self._pause(ACCEPT_PAUSE_S, again)
+
+    def _accept_connection2(self, *args: Any, **kwargs: Any) -> Any:
+        self._accepted += 1  # _accept_connection calls this for each connection it accepted
+        return super()._accept_connection2(*args, **kwargs)  # type: ignore[misc]
+
+    def _pause(self, seconds: float, again: tuple[Any, ...]) -> None:
+        sock, server = again[1], again[3]
+        if sock.fileno() == -1:
+            return
+        self._remove_reader(sock.fileno())  # type: ignore[attr-defined]
+        self.call_later(seconds, self._listen_again, sock, server, again)
+
+    def _listen_again(self, sock: socket.socket, server: Any, again: tuple[Any, ...]) -> None:
+        if sock.fileno() == -1 or (server is not None and not server.is_serving()):
+            return  # the server closed in the meantime
+        self._start_serving(*again)  # type: ignore[attr-defined]
+
+
 def server_config(app: Any, settings: Settings, log_level: str = "info", workers: int = 1) -> ServerConfig:
     """uvicorn's configuration for ``app`` on ``settings.host:settings.port``, with the header deadline.
 
@@ -98,7 +160,8 @@ def server_config(app: Any, settings: Settings, log_level: str = "info", workers
     return ServerConfig(app, settings.request_timeout_s, host=settings.host, port=settings.port, log_level=log_level,
                         lifespan="on", http=HeaderDeadlineH11, timeout_keep_alive=5,
                         limit_concurrency=MAX_CONNECTIONS, server_header=False, workers=workers,
-                        factory=workers > 1, timeout_worker_healthcheck=WORKER_HEALTHCHECK_S)
+                        factory=workers > 1, timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+                        loop="memroute.service.server:BalancedLoop" if workers > 1 else "auto")
 
 
 def limit_malloc_arenas(arenas: int = 2) -> None:
