@@ -20,7 +20,10 @@ knows about a candidate. The features are general, nothing dataset-specific:
   query is about holds several candidates);
 - ``length``: log of the memory's length in characters; ``is_question``: the memory is a question;
 - ``speaker_bm25``, ``speaker_cosine``: ``speaker_named`` times ``bm25`` / ``cosine`` (a linear model needs
-  the product to learn that a match by the named person counts more).
+  the product to learn that a match by the named person counts more);
+- ``type_match`` / ``type_miss``: the query asks for a place, a time, a person or a number ("where",
+  「いつ」, "누구", "how many") and the memory holds / does not hold one
+  (:mod:`memroute.retrieval.answer_type`).
 
 The weights ship in ``rerank_weights.json`` beside this module, fitted by ``memroute eval recall --fit``
 (a logistic regression over the candidates of the training questions; see that file's ``fitted_on``).
@@ -43,13 +46,14 @@ import numpy.typing as npt
 
 from memroute.analysis import QueryAnalysis, QueryType, ReferenceType
 from memroute.errors import ConfigError
+from memroute.retrieval.answer_type import asked_type, holds
 from memroute.text import tokenize
 from memroute.types import MemoryItem
 
 FEATURES = ("fused", "fused_rr", "bm25", "vector", "cosine", "cosine_gap", "n_lists", "keyword_overlap",
             "entity_overlap", "speaker_named", "other_named", "reference_overlap", "in_range", "out_of_range",
             "asks_when_dated", "recency", "session_best", "session_share", "session_sum", "length", "is_question",
-            "speaker_bm25", "speaker_cosine")
+            "speaker_bm25", "speaker_cosine", "type_match", "type_miss")
 SPEAKER_KEYS = ("speaker", "author", "name")
 _WHEN = re.compile(r"\bwhen\b|\bwhat (?:time|day|date|year|month)\b|\bhow long ago\b"
                    r"|いつ|何時|何日|何月|何年|언제|몇\s?시|며칠", re.IGNORECASE)
@@ -145,6 +149,7 @@ def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: date
         if c.memory.session_id:
             sessions.setdefault(c.memory.session_id, []).append(i)
     names = _named_speakers(candidates, text_fold)
+    asked = asked_type(analysis.text)
     col = {name: j for j, name in enumerate(FEATURES)}
     for i, c in enumerate(candidates):
         m = c.memory
@@ -184,6 +189,8 @@ def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: date
         row[col["is_question"]] = float(m.text.rstrip().endswith(("?", "？")))
         row[col["speaker_bm25"]] = row[col["speaker_named"]] * row[col["bm25"]]
         row[col["speaker_cosine"]] = row[col["speaker_named"]] * row[col["cosine"]]
+        if asked is not None:
+            row[col["type_match" if holds(asked, m.full_text) else "type_miss"]] = 1.0
     return x
 
 
