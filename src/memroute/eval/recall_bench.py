@@ -233,11 +233,13 @@ def _brute_force(mem: Memory, qvecs: np.ndarray, k: int) -> list[set[str]]:
     return [set(r) for r in best_id.tolist()]
 
 
-def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False) -> int:
+def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False, keep: str | None = None) -> int:
     results = []
     distinct = distinct_texts()
+    if keep is not None:
+        Path(keep).mkdir(parents=True, exist_ok=True)
     for n in sizes:
-        r = bench_recall(n, queries, distinct=distinct)
+        r = bench_recall(n, queries, distinct=distinct, workdir=Path(keep) if keep is not None else None)
         results.append(r)
         if not as_json:
             s, v = r["stages_ms"], r["vector"]
