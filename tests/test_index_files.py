@@ -94,7 +94,8 @@ def test_saved_index_is_used_on_open_and_equals_the_table(tmp_path: Path,
     db = tmp_path / "m.db"
     filled(db)
     store = open_store(str(db))
-    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds and writes the files
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds the index, starts writing the files
+    assert store.finish_index_files()
     manifest = json.loads((index_files.index_dir(str(db)) / "manifest.json").read_text())
     assert manifest["rows"] == 1200 and manifest["graph_rows"] == 1200
     store.upsert(records(1200, 150, 2))  # after the files: read from the change log
@@ -116,6 +117,7 @@ def test_damaged_index_files_are_rebuilt_from_the_table(tmp_path: Path, caplog: 
     filled(db)
     store = open_store(str(db))
     store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+    assert store.finish_index_files()
     store.close()
     root = index_files.index_dir(str(db))
     manifest = json.loads((root / "manifest.json").read_text())
@@ -133,6 +135,7 @@ def test_damaged_index_files_are_rebuilt_from_the_table(tmp_path: Path, caplog: 
         filled(other)
         s = open_store(str(other))
         s.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+        assert s.finish_index_files()
         s.close()
         for p in root.iterdir():
             p.unlink()
@@ -146,6 +149,7 @@ def test_damaged_index_files_are_rebuilt_from_the_table(tmp_path: Path, caplog: 
     lines = rebuild_lines(caplog)
     assert len(lines) == 1 and why in lines[0], lines
     assert_same_answers(store, db)
+    assert store.finish_index_files()
     store.close()
     caplog.clear()
     store = open_store(str(db))  # repaired: the next open trusts the files again
@@ -200,6 +204,7 @@ def test_a_full_disk_while_writing_the_files_leaves_the_store_working(tmp_path: 
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
         store = open_store(sys.argv[1])
         hit = store.search_vector(records(7, 1, 1)[0].vector, SearchFilter(owner="o"), 1)[0]
+        store.finish_index_files()
         print(hit.id, store.count())
     """
     proc = run_script(limited, str(db))
@@ -212,6 +217,7 @@ def test_a_full_disk_while_writing_the_files_leaves_the_store_working(tmp_path: 
     assert [p.name for p in root.iterdir()] in (["lock"], [])  # the partial files were removed
     store = open_store(str(db))
     assert_same_answers(store, db)
+    assert store.finish_index_files()
     store.close()
     assert (root / "manifest.json").exists()
 
@@ -244,7 +250,8 @@ def test_compacting_an_index_read_from_files_keeps_it_exact(tmp_path: Path) -> N
     db = tmp_path / "m.db"
     filled(db, n=2400)
     store = open_store(str(db))
-    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # written to files
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+    assert store.finish_index_files()  # written to files
     store.close()
     store = open_store(str(db))
     store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # read from them
@@ -271,7 +278,8 @@ def test_files_saved_before_word_parts_were_indexed_are_rebuilt(tmp_path: Path, 
     store.upsert([type(hyphenated)(hyphenated.memory, ["follow-up", "lime"], hyphenated.vector)])
     with monkeypatch.context() as old:  # an index as format 1 built it: the tokens alone
         old.setattr(memory_index, "index_terms", list)
-        store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds and writes the files
+        store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds the index, starts writing the files
+        assert store.finish_index_files()
     store.close()
     manifest_path = index_files.index_dir(str(db)) / "manifest.json"
     manifest = json.loads(manifest_path.read_text())

@@ -14,18 +14,24 @@ store's ``index_id`` (a random id kept in the database's ``meta`` table), the em
 and every file's size. The tables stay the source of truth: on open the files are used only if all of these
 match (a file deleted, truncated, from another store, model or dimension, or newer than the table is
 rebuilt from the table, with a log line that says why); rows changed after ``seq`` are then read from the
-change log. A writer takes ``lock`` (``flock``), writes a new generation and fsyncs it, replaces the manifest
-atomically and only then deletes the older files, so a crash at any point leaves a complete generation.
+change log. A writer takes ``lock`` (``flock``: one writer per store, across processes), writes a new
+generation and fsyncs it, replaces the manifest atomically and only then deletes the older files, so a crash at
+any point leaves a complete generation. It runs on a thread of its own (:class:`Writer`): the store searches
+meanwhile from its in-memory index (the old graph and an exact scan of the rows newer than it, or the exact
+8-bit scan) and swaps the new generation in when it is done.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
 import logging
 import os
-from collections.abc import Iterator
+import threading
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -34,7 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 from memroute.stores.ann import AnnGraph
-from memroute.stores.memory_index import MemoryIndex
+from memroute.stores.memory_index import MemoryIndex, Snapshot
 
 FORMAT = 2
 """2: the BM25 postings include the parts of hyphenated words (files of format 1 are rebuilt)."""
@@ -128,73 +134,135 @@ def _load(root: Path, manifest: dict[str, Any], index_id: str, model: tuple[str,
     return Loaded(index, seq, gen)
 
 
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[bool]:
-    """The writers' lock, if free (``False``: another process is writing the files now)."""
+class Stopped(Exception):
+    """The write was stopped (the store closed, the process exits); its files are removed."""
+
+
+class Writer:
+    """One write of the index files, on a thread of its own, so that no search waits for it (building the
+    graph of 1M rows takes most of an hour on one core): the snapshot is written as a new generation, the
+    graph built or extended, and the generation read back (:attr:`loaded`, set when :attr:`done`), for the
+    store to swap in at its next search. Made by :func:`start` with the writers' lock held; the lock is let
+    go when the write ends. :meth:`stop` ends it early (between two batches of the graph), removing its
+    files; a process killed meanwhile leaves files no manifest names, which are never read and are removed
+    by the next write."""
+
+    def __init__(self, root: Path, lock_fd: int, snapshot: Snapshot, seq: int, index_id: str,
+                 model: tuple[str, int]) -> None:
+        self.root, self.seq = root, seq
+        self.loaded: Loaded | None = None
+        self.error: str | None = None
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._args = (snapshot, index_id, model)
+        self._lock_fd = lock_fd
+        self._thread = threading.Thread(target=self._run, name=f"memroute index files {root.name}", daemon=True)
+        _RUNNING.add(self)
+        self._thread.start()
+
+    def _run(self) -> None:
+        snapshot, index_id, model = self._args
+        try:
+            _save(self.root, snapshot, self.seq, index_id, model, self._stop)
+            self.loaded = load(self.root, index_id, model, self.seq, None)
+        except Stopped:
+            self.error = "the write was stopped"
+        except (OSError, StaleIndex, ValueError, RuntimeError) as exc:
+            self.error = str(exc) or type(exc).__name__
+        finally:
+            self._args = None  # type: ignore[assignment]  # let the snapshot go
+            os.close(self._lock_fd)
+            _RUNNING.discard(self)
+            self.done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.done.wait(timeout)
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+
+_RUNNING: weakref.WeakSet[Writer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_writers() -> None:
+    """A process that exits stops its writes (and removes their files) rather than being cut inside one."""
+    for writer in list(_RUNNING):
+        writer.stop(timeout=10.0)
+
+
+def start(root: Path, snapshot: Callable[[], Snapshot], seq: int, index_id: str,
+          model: tuple[str, int]) -> Writer | None:
+    """Start writing the index (``snapshot()``, which includes changes up to ``seq``) as a new generation;
+    ``None`` if another writer (of any process) holds the lock. ``snapshot`` is taken here, on the caller's
+    thread, after the lock."""
+    root.mkdir(exist_ok=True)
     fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return Writer(root, fd, snapshot(), seq, index_id, model)
+    except BaseException as exc:
         os.close(fd)
-
-
-def save(root: Path, index: MemoryIndex, seq: int, index_id: str, model: tuple[str, int]) -> int | None:
-    """Write ``index`` (which includes changes up to ``seq``) as a new generation; its number, or ``None``
-    if another process holds the lock. ``OSError`` (a full disk) leaves the previous generation in place."""
-    root.mkdir(exist_ok=True)
-    with _locked(root) as mine:
-        if not mine:
+        if isinstance(exc, BlockingIOError):
             return None
-        try:
-            old = _read_manifest(root)
-        except StaleIndex:
-            old = {}
-        # never the number of files another process may have mapped, even when the manifest is lost
-        numbers = [int(p.name[1:].split("-", 1)[0]) for p in root.glob("g*-*") if p.name[1:].split("-", 1)[0].isdigit()]
-        gen = max([int(old.get("generation", 0)), *numbers]) + 1
-        written: list[Path] = []
-        try:
-            manifest = _write(root, gen, index, written)
-        except BaseException:
-            for path in written:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-            raise
-        manifest.update(format=FORMAT, generation=gen, seq=seq, index_id=index_id, model_id=model[0],
-                        dimension=model[1])
-        tmp = root / "manifest.json.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, root / "manifest.json")
-        _fsync_dir(root)
-        keep = {*manifest["files"], "manifest.json", "lock"}
-        for path in root.iterdir():
-            if path.name not in keep:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+        raise
+
+
+def _save(root: Path, snapshot: Snapshot, seq: int, index_id: str, model: tuple[str, int],
+          stop: threading.Event) -> int:
+    """The write itself, with the lock held: the files of a new generation, fsynced, then the manifest
+    replaced atomically, then the older files deleted."""
+    try:
+        old = _read_manifest(root)
+    except StaleIndex:
+        old = {}
+    # never the number of files another process may have mapped, even when the manifest is lost
+    numbers = [int(p.name[1:].split("-", 1)[0]) for p in root.glob("g*-*") if p.name[1:].split("-", 1)[0].isdigit()]
+    gen = max([int(old.get("generation", 0)), *numbers]) + 1
+    written: list[Path] = []
+    try:
+        manifest = _write(root, gen, snapshot, written, stop)
+        if stop.is_set():
+            raise Stopped
+    except BaseException:
+        for path in written:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise
+    manifest.update(format=FORMAT, generation=gen, seq=seq, index_id=index_id, model_id=model[0],
+                    dimension=model[1])
+    tmp = root / "manifest.json.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, root / "manifest.json")
+    _fsync_dir(root)
+    keep = {*manifest["files"], "manifest.json", "lock"}
+    for path in root.iterdir():
+        if path.name not in keep:
+            with contextlib.suppress(OSError):
+                path.unlink()
     return gen
 
 
-def _write(root: Path, gen: int, index: MemoryIndex, written: list[Path]) -> dict[str, Any]:
-    matrix, meta, codes, (blob, id_off), (terms, p_off, p_slots, p_own, p_ctx) = index.parts()
-    rows, dim = len(matrix), index.dimension
+def _write(root: Path, gen: int, snap: Snapshot, written: list[Path], stop: threading.Event) -> dict[str, Any]:
+    (blob, id_off), (terms, p_off, p_slots, p_own, p_ctx) = snap.ids, snap.postings
+    rows, dim = snap.rows, snap.dimension
     capacity = rows + max(1024, int(rows * HEADROOM))
     vectors = root / f"g{gen}-vectors.f32"
     written.append(vectors)
     with open(vectors, "wb") as fh:
         for start in range(0, rows, 65_536):
-            fh.write(np.ascontiguousarray(matrix[start : start + 65_536]).tobytes())
+            if stop.is_set():
+                raise Stopped
+            fh.write(np.ascontiguousarray(snap.matrix[start : start + 65_536]).tobytes())
         fh.truncate(capacity * dim * 4)  # the room for new rows is a hole: no disk used
         fh.flush()
         os.fsync(fh.fileno())
-    arrays = {f"m__{k}": v for k, v in meta.items()}
+    arrays = {f"m__{k}": v for k, v in snap.meta.items()}
     arrays.update(id_blob=np.frombuffer(blob, dtype=np.uint8), id_off=id_off, p_off=p_off, p_slots=p_slots,
                   p_own=p_own, p_ctx=p_ctx)
     columns = root / f"g{gen}-rows.npz"
@@ -206,40 +274,45 @@ def _write(root: Path, gen: int, index: MemoryIndex, written: list[Path]) -> dic
     words = root / f"g{gen}-terms.json"
     written.append(words)
     with open(words, "w", encoding="utf-8") as fh:
-        json.dump({"terms": terms, "codes": codes}, fh, ensure_ascii=False)
+        json.dump({"terms": terms, "codes": snap.codes}, fh, ensure_ascii=False)
         fh.flush()
         os.fsync(fh.fileno())
-    graph_name, graph_rows = _write_graph(root, gen, index, written)
+    graph_name, graph_rows = _write_graph(root, gen, snap, written, stop)
     files = {p.name: p.stat().st_size for p in written}
     if graph_name:
         files[graph_name] = (root / graph_name).stat().st_size
     return {"rows": rows, "capacity": capacity, "files": files, "graph": graph_name, "graph_rows": graph_rows}
 
 
-def _write_graph(root: Path, gen: int, index: MemoryIndex, written: list[Path]) -> tuple[str | None, int]:
+def _write_graph(root: Path, gen: int, snap: Snapshot, written: list[Path],
+                 stop: threading.Event) -> tuple[str | None, int]:
     """The graph file of this generation: the current one if few rows came after it, else extended or new."""
-    live = len(index)
-    graph = index.graph
-    if live < GRAPH_MIN_ROWS:
+    graph = snap.graph
+    if snap.live < GRAPH_MIN_ROWS:
         return None, 0
-    if graph is not None and graph.path is not None and index.rows - index.ann_rows < GRAPH_EXTEND_ROWS:
-        return graph.path.name, index.ann_rows
-    matrix, meta = index.parts()[:2]
+    if graph is not None and graph.path is not None and snap.rows - snap.ann_rows < GRAPH_EXTEND_ROWS:
+        return graph.path.name, snap.ann_rows
     if graph is not None and graph.path is not None:
-        start, graph = index.ann_rows, AnnGraph.load(graph.path, index.dimension)
+        start, graph = snap.ann_rows, AnnGraph.load(graph.path, snap.dimension)
     else:
-        start, graph = 0, AnnGraph.new(index.dimension)
-    alive = np.flatnonzero(meta["_alive"][start:]) + start
+        start, graph = 0, AnnGraph.new(snap.dimension)
+    alive = np.flatnonzero(snap.meta["_alive"][start:]) + start
     path = root / f"g{gen}-graph.usearch"
     written.append(path)
-    log.info("adding %d rows to the approximate graph of %s", len(alive), root)
+    log.info("adding %d rows to the approximate graph of %s (in the background: searches meanwhile scan the "
+             "rows it lacks exactly)", len(alive), root)
+
+    def advance(rows: int) -> None:
+        bar.update(rows)
+        if stop.is_set():
+            raise Stopped
+
     with tqdm(total=len(alive), desc="memroute: graph", unit="rows", disable=None) as bar:
         for chunk in range(0, len(alive), 65_536):
             slots = alive[chunk : chunk + 65_536]
-            graph.add(meta["_row"][slots], matrix[slots], bar.update)
+            graph.add(snap.meta["_row"][slots], snap.matrix[slots], advance)
     graph.save(path)
-    index.attach_graph(AnnGraph.view(path, index.dimension), index.rows)
-    return path.name, index.rows
+    return path.name, snap.rows
 
 
 def _fsync_dir(root: Path) -> None:

@@ -96,6 +96,26 @@ class _Ids:
         return bytes(self._blob[: int(self._off[min(n, self._base)])]) + b"".join(added), off
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the index files are written from (:meth:`MemoryIndex.snapshot`): rows ``[0, rows)`` and the graph
+    then attached, which covered the slots below ``ann_rows``; ``live`` rows of them not deleted."""
+
+    dimension: int
+    matrix: npt.NDArray[np.float32]
+    meta: dict[str, npt.NDArray[Any]]
+    codes: list[str]
+    ids: tuple[bytes, npt.NDArray[np.int64]]
+    postings: Csr
+    graph: AnnGraph | None
+    ann_rows: int
+    live: int
+
+    @property
+    def rows(self) -> int:
+        return len(self.matrix)
+
+
 class MemoryIndex:
     """Rows keyed by the backend's integer row id; ``put`` replaces, ``remove`` deletes.
 
@@ -162,6 +182,15 @@ class MemoryIndex:
         codes = sorted(self._codes, key=self._codes.__getitem__)
         return (self._matrix[: self._n], {name: getattr(self, name)[: self._n] for name in _META}, codes,
                 self._ids.blob(self._n), self._postings.csr())
+
+    def snapshot(self) -> Snapshot:
+        """Rows ``[0, n)`` as they are now, for writing the index files on another thread while this index
+        changes: the matrix rows are shared (a row's vector is never written over in place: a put takes a new
+        slot, compaction and growth a new matrix), the columns copied (a delete clears ``_alive`` in place,
+        compaction moves rows), the ids and postings made anew."""
+        matrix, meta, codes, ids, postings = self.parts()
+        return Snapshot(self.dimension, matrix, {k: v.copy() for k, v in meta.items()}, codes, ids, postings,
+                        self._graph, self.ann_rows, len(self))
 
     @property
     def rows(self) -> int:
