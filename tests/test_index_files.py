@@ -291,3 +291,125 @@ def test_files_saved_before_word_parts_were_indexed_are_rebuilt(tmp_path: Path, 
     assert len(lines) == 1 and "format" in lines[0], lines
     assert_same_answers(store, db)
     store.close()
+
+
+# ------------------------------------------------------------------ the files written in the background
+# 4,000 rows: their graph takes seconds to build here (~1 ms a row), a search milliseconds.
+BUILDING = 4000
+
+
+def files_of(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir()} if root.exists() else set()
+
+
+def test_searches_do_not_wait_for_the_graph(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=BUILDING)
+    root = index_files.index_dir(str(db))
+    store = open_store(str(db))
+    flt = SearchFilter(owner="o")
+    assert store.search_vector(vec(11, 1), flt, 1)[0].id == "m11"  # starts the files and the graph
+    assert not store.finish_index_files(timeout=0)  # the search did not wait for them
+    assert not (root / "manifest.json").exists()
+    assert_same_answers(store, db)  # meanwhile: the exact scan
+    assert store.finish_index_files()
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["graph_rows"] == BUILDING and store._index is not None and store._index.graph is not None
+    store.upsert(records(BUILDING, 3000, 2))  # past GRAPH_EXTEND_ROWS: the graph is extended in the background
+    assert store.search_vector(vec(BUILDING + 7, 2), flt, 1)[0].id == f"m{BUILDING + 7}"
+    assert not store.finish_index_files(timeout=0)
+    assert_same_answers(store, db)  # meanwhile: the old graph and an exact scan of the rows newer than it
+    assert store.finish_index_files()
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["graph_rows"] == BUILDING + 3000 and manifest["generation"] == 2
+    assert files_of(root) == {*manifest["files"], "manifest.json", "lock"}
+    assert_same_answers(store, db)
+    store.close()
+
+
+WRITE_THEN_WAIT = """
+    import sys, time
+    store = open_store(sys.argv[1])
+    store.upsert(records(int(sys.argv[2]), int(sys.argv[3]), 6))
+    store.search_vector(records(0, 1, 1)[0].vector, SearchFilter(owner="o"), 3)  # starts the background write
+    print(store.finish_index_files(timeout=0), flush=True)
+    if sys.argv[4] == "wait":
+        time.sleep(600)
+"""
+
+
+def started(proc: subprocess.Popen[str]) -> None:
+    """Wait until ``proc`` has started its background write (it prints whether the write had ended)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert line == "False", (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+
+
+def test_kill_during_a_background_write_loses_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=BUILDING)
+    root = index_files.index_dir(str(db))
+    # 1. killed while writing the first generation: no manifest, so the next open builds from the table
+    proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING), "10", "wait")
+    started(proc)
+    time.sleep(1.0)
+    assert any(name.startswith("g1-") for name in files_of(root))  # files of the write under way
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert not (root / "manifest.json").exists()
+    store = open_store(str(db))
+    assert store.count() == BUILDING + 10
+    assert store.search_vector(records(BUILDING + 3, 1, 6)[0].vector, SearchFilter(owner="o"), 1)[0].id == \
+        f"m{BUILDING + 3}"
+    assert_same_answers(store, db)
+    assert store.finish_index_files()
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert files_of(root) == {*manifest["files"], "manifest.json", "lock"}  # the killed write's files are gone
+    store.close()
+    # 2. killed while extending the graph: the next open trusts the previous generation and reads the rest
+    proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING + 10), "3000", "wait")
+    started(proc)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert json.loads((root / "manifest.json").read_text())["generation"] == manifest["generation"]
+    caplog.clear()
+    caplog.set_level(logging.INFO, "memroute.store")
+    store = open_store(str(db))
+    assert store.search_vector(records(BUILDING + 2000, 1, 6)[0].vector, SearchFilter(owner="o"), 1)[0].id == \
+        f"m{BUILDING + 2000}"
+    assert rebuild_lines(caplog) == [] and store.count() == BUILDING + 3010
+    assert_same_answers(store, db)
+    store.close()
+
+
+def test_a_process_that_exits_during_a_background_write_leaves_no_files(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=BUILDING)
+    proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING), "10", "exit")
+    started(proc)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    root = index_files.index_dir(str(db))
+    assert files_of(root) <= {"lock"}  # the write was stopped at exit and its files removed
+    store = open_store(str(db))
+    assert_same_answers(store, db)
+    store.close()
+
+
+def test_one_writer_per_store_across_processes(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=BUILDING)
+    root = index_files.index_dir(str(db))
+    writer = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING), "10", "wait")
+    try:
+        started(writer)
+        other = open_store(str(db))
+        assert other.search_vector(vec(5, 1), SearchFilter(owner="o"), 1)[0].id == "m5"
+        assert other.finish_index_files(timeout=0)  # the lock was taken: this process started no write
+        assert not (root / "manifest.json").exists()  # and the other one is still writing
+        assert_same_answers(other, db)
+        other.close()
+    finally:
+        writer.kill()
+        writer.wait(30)
