@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -302,6 +303,22 @@ def files_of(root: Path) -> set[str]:
     return {p.name for p in root.iterdir()} if root.exists() else set()
 
 
+def published(root: Path) -> dict[str, Any] | None:
+    path = root / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def graph_rows(root: Path) -> int:
+    """The rows the published graph covers (0: no manifest, or none with a graph)."""
+    manifest = published(root)
+    return int(manifest["graph_rows"]) if manifest else 0
+
+
+def only_published_files(root: Path) -> bool:
+    manifest = published(root)
+    return files_of(root) == ({*manifest["files"], "manifest.json", "lock"} if manifest else files_of(root) & {"lock"})
+
+
 def test_searches_do_not_wait_for_the_graph(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     filled(db, n=BUILDING)
@@ -310,19 +327,21 @@ def test_searches_do_not_wait_for_the_graph(tmp_path: Path) -> None:
     flt = SearchFilter(owner="o")
     assert store.search_vector(vec(11, 1), flt, 1)[0].id == "m11"  # starts the files and the graph
     assert not store.finish_index_files(timeout=0)  # the search did not wait for them
-    assert not (root / "manifest.json").exists()
+    assert graph_rows(root) == 0  # the data files may be published already, the graph not
     assert_same_answers(store, db)  # meanwhile: the exact scan
     assert store.finish_index_files()
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["graph_rows"] == BUILDING and store._index is not None and store._index.graph is not None
+    assert (manifest["data"], manifest["generation"]) == (1, 2)  # the data files first, then the graph
     store.upsert(records(BUILDING, 3000, 2))  # past GRAPH_EXTEND_ROWS: the graph is extended in the background
     assert store.search_vector(vec(BUILDING + 7, 2), flt, 1)[0].id == f"m{BUILDING + 7}"
     assert not store.finish_index_files(timeout=0)
+    assert graph_rows(root) == BUILDING
     assert_same_answers(store, db)  # meanwhile: the old graph and an exact scan of the rows newer than it
     assert store.finish_index_files()
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["graph_rows"] == BUILDING + 3000 and manifest["generation"] == 2
-    assert files_of(root) == {*manifest["files"], "manifest.json", "lock"}
+    assert manifest["graph_rows"] == BUILDING + 3000 and (manifest["data"], manifest["generation"]) == (3, 4)
+    assert only_published_files(root)
     assert_same_answers(store, db)
     store.close()
 
@@ -349,22 +368,24 @@ def test_kill_during_a_background_write_loses_nothing(tmp_path: Path, caplog: py
     db = tmp_path / "m.db"
     filled(db, n=BUILDING)
     root = index_files.index_dir(str(db))
-    # 1. killed while writing the first generation: no manifest, so the next open builds from the table
+    caplog.set_level(logging.INFO, "memroute.store")
+    # 1. killed while building the first graph: the data files published before it are trusted
     proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING), "10", "wait")
     started(proc)
-    time.sleep(1.0)
-    assert any(name.startswith("g1-") for name in files_of(root))  # files of the write under way
+    deadline = time.monotonic() + 60
+    while published(root) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
-    assert not (root / "manifest.json").exists()
+    assert published(root) is not None and graph_rows(root) == 0
     store = open_store(str(db))
     assert store.count() == BUILDING + 10
     assert store.search_vector(records(BUILDING + 3, 1, 6)[0].vector, SearchFilter(owner="o"), 1)[0].id == \
         f"m{BUILDING + 3}"
+    assert rebuild_lines(caplog) == []
     assert_same_answers(store, db)
     assert store.finish_index_files()
-    manifest = json.loads((root / "manifest.json").read_text())
-    assert files_of(root) == {*manifest["files"], "manifest.json", "lock"}  # the killed write's files are gone
+    assert graph_rows(root) == BUILDING + 10 and only_published_files(root)
     store.close()
     # 2. killed while extending the graph: the next open trusts the previous generation and reads the rest
     proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING + 10), "3000", "wait")
@@ -372,9 +393,8 @@ def test_kill_during_a_background_write_loses_nothing(tmp_path: Path, caplog: py
     time.sleep(1.0)
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
-    assert json.loads((root / "manifest.json").read_text())["generation"] == manifest["generation"]
+    assert graph_rows(root) == BUILDING + 10  # the old graph: its extension was cut
     caplog.clear()
-    caplog.set_level(logging.INFO, "memroute.store")
     store = open_store(str(db))
     assert store.search_vector(records(BUILDING + 2000, 1, 6)[0].vector, SearchFilter(owner="o"), 1)[0].id == \
         f"m{BUILDING + 2000}"
@@ -391,7 +411,7 @@ def test_a_process_that_exits_during_a_background_write_leaves_no_files(tmp_path
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     root = index_files.index_dir(str(db))
-    assert files_of(root) <= {"lock"}  # the write was stopped at exit and its files removed
+    assert graph_rows(root) == 0 and only_published_files(root)  # stopped at exit, its unpublished files removed
     store = open_store(str(db))
     assert_same_answers(store, db)
     store.close()
@@ -407,7 +427,7 @@ def test_one_writer_per_store_across_processes(tmp_path: Path) -> None:
         other = open_store(str(db))
         assert other.search_vector(vec(5, 1), SearchFilter(owner="o"), 1)[0].id == "m5"
         assert other.finish_index_files(timeout=0)  # the lock was taken: this process started no write
-        assert not (root / "manifest.json").exists()  # and the other one is still writing
+        assert graph_rows(root) == 0  # and the other one is still writing
         assert_same_answers(other, db)
         other.close()
     finally:

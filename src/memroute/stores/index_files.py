@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -110,12 +110,12 @@ def _load(root: Path, manifest: dict[str, Any], index_id: str, model: tuple[str,
         if actual != size:
             raise StaleIndex(f"{name} has {actual} bytes, not {size} (truncated or overwritten)")
     dim, rows, capacity = model[1], int(manifest["rows"]), int(manifest["capacity"])
-    gen = int(manifest["generation"])
+    gen, data = int(manifest["generation"]), int(manifest.get("data", manifest["generation"]))
     try:
-        matrix = np.memmap(root / f"g{gen}-vectors.f32", dtype=np.float32, mode="c", shape=(capacity, dim))
-        with np.load(root / f"g{gen}-rows.npz") as z:
+        matrix = np.memmap(root / f"g{data}-vectors.f32", dtype=np.float32, mode="c", shape=(capacity, dim))
+        with np.load(root / f"g{data}-rows.npz") as z:
             arrays = {k: z[k] for k in z.files}
-        words = json.loads((root / f"g{gen}-terms.json").read_text(encoding="utf-8"))
+        words = json.loads((root / f"g{data}-terms.json").read_text(encoding="utf-8"))
         meta = {k[3:]: v for k, v in arrays.items() if k.startswith("m__")}
         if any(len(v) != rows for v in meta.values()) or len(arrays["id_off"]) != rows + 1:
             raise StaleIndex("its row columns do not have the manifest's row count")
@@ -140,40 +140,51 @@ class Stopped(Exception):
 
 class Writer:
     """One write of the index files, on a thread of its own, so that no search waits for it (building the
-    graph of 1M rows takes most of an hour on one core): the snapshot is written as a new generation, the
-    graph built or extended, and the generation read back (:attr:`loaded`, set when :attr:`done`), for the
-    store to swap in at its next search. Made by :func:`start` with the writers' lock held; the lock is let
-    go when the write ends. :meth:`stop` ends it early (between two batches of the graph), removing its
-    files; a process killed meanwhile leaves files no manifest names, which are never read and are removed
-    by the next write."""
+    graph of 1M rows takes most of an hour on one core). It publishes the data files first, then the graph
+    (:func:`_save`), and reads each generation back for the store to swap in at its next search
+    (:meth:`take`). Made by :func:`start` with the writers' lock held; the lock is let go when the write
+    ends (:attr:`done`). :meth:`stop` ends it early (between two batches of the graph), removing the files it
+    has not published; a process killed meanwhile leaves files no manifest names, which are never read and
+    are removed by the next write."""
 
     def __init__(self, root: Path, lock_fd: int, snapshot: Snapshot, seq: int, index_id: str,
                  model: tuple[str, int]) -> None:
         self.root, self.seq = root, seq
-        self.loaded: Loaded | None = None
         self.error: str | None = None
         self.done = threading.Event()
+        self._ready: Loaded | None = None
+        self._mutex = threading.Lock()
         self._stop = threading.Event()
-        self._args = (snapshot, index_id, model)
+        self._args: tuple[Snapshot, str, tuple[str, int]] | None = (snapshot, index_id, model)
         self._lock_fd = lock_fd
         self._thread = threading.Thread(target=self._run, name=f"memroute index files {root.name}", daemon=True)
         _RUNNING.add(self)
         self._thread.start()
 
     def _run(self) -> None:
+        assert self._args is not None
         snapshot, index_id, model = self._args
         try:
-            _save(self.root, snapshot, self.seq, index_id, model, self._stop)
-            self.loaded = load(self.root, index_id, model, self.seq, None)
+            for _gen in _save(self.root, snapshot, self.seq, index_id, model, self._stop):
+                loaded = load(self.root, index_id, model, self.seq, None)
+                with self._mutex:
+                    self._ready = loaded
         except Stopped:
             self.error = "the write was stopped"
         except (OSError, StaleIndex, ValueError, RuntimeError) as exc:
             self.error = str(exc) or type(exc).__name__
         finally:
-            self._args = None  # type: ignore[assignment]  # let the snapshot go
+            self._args = None  # let the snapshot go
+            del snapshot
             os.close(self._lock_fd)
             _RUNNING.discard(self)
             self.done.set()
+
+    def take(self) -> Loaded | None:
+        """The generation published and read back since the last call, if any (the store swaps it in)."""
+        with self._mutex:
+            ready, self._ready = self._ready, None
+        return ready
 
     def wait(self, timeout: float | None = None) -> bool:
         return self.done.wait(timeout)
@@ -210,10 +221,15 @@ def start(root: Path, snapshot: Callable[[], Snapshot], seq: int, index_id: str,
         raise
 
 
-def _save(root: Path, snapshot: Snapshot, seq: int, index_id: str, model: tuple[str, int],
-          stop: threading.Event) -> int:
-    """The write itself, with the lock held: the files of a new generation, fsynced, then the manifest
-    replaced atomically, then the older files deleted."""
+def _save(root: Path, snap: Snapshot, seq: int, index_id: str, model: tuple[str, int],
+          stop: threading.Event) -> Iterator[int]:
+    """The write itself, with the lock held, in two steps that each publish a generation (yielding its number):
+
+    1. the data files (vectors, columns, terms), with the graph the index had, if any (the rows newer than it
+       are scanned exactly): a new process opens from files a minute after the write began, not an hour;
+    2. if the graph must be built or extended, the graph, published as the next generation over the same data
+       files.
+    """
     try:
         old = _read_manifest(root)
     except StaleIndex:
@@ -222,17 +238,43 @@ def _save(root: Path, snapshot: Snapshot, seq: int, index_id: str, model: tuple[
     numbers = [int(p.name[1:].split("-", 1)[0]) for p in root.glob("g*-*") if p.name[1:].split("-", 1)[0].isdigit()]
     gen = max([int(old.get("generation", 0)), *numbers]) + 1
     written: list[Path] = []
+    with _removed_on_error(written):
+        data = _write_data(root, gen, snap, written, stop)
+    graph, graph_rows = snap.graph, snap.ann_rows
+    keep_graph = snap.live >= GRAPH_MIN_ROWS and graph is not None and graph.path is not None
+    current = keep_graph and snap.rows - snap.ann_rows < GRAPH_EXTEND_ROWS
+    head = {**data, "format": FORMAT, "data": gen, "seq": seq, "index_id": index_id, "model_id": model[0],
+            "dimension": model[1]}
+    if keep_graph:
+        assert graph is not None and graph.path is not None
+        _publish(root, {**head, "generation": gen, "graph": graph.path.name, "graph_rows": graph_rows,
+                        "files": {**data["files"], graph.path.name: graph.path.stat().st_size}})
+    else:
+        _publish(root, {**head, "generation": gen, "graph": None, "graph_rows": 0})
+    yield gen
+    if snap.live < GRAPH_MIN_ROWS or current:
+        return
+    path = root / f"g{gen + 1}-graph.usearch"
+    with _removed_on_error([path]):
+        rows = _write_graph(path, snap, stop)
+    _publish(root, {**head, "generation": gen + 1, "graph": path.name, "graph_rows": rows,
+                    "files": {**data["files"], path.name: path.stat().st_size}})
+    yield gen + 1
+
+
+@contextlib.contextmanager
+def _removed_on_error(paths: list[Path]) -> Iterator[None]:
     try:
-        manifest = _write(root, gen, snapshot, written, stop)
-        if stop.is_set():
-            raise Stopped
+        yield
     except BaseException:
-        for path in written:
+        for path in paths:
             with contextlib.suppress(OSError):
                 path.unlink()
         raise
-    manifest.update(format=FORMAT, generation=gen, seq=seq, index_id=index_id, model_id=model[0],
-                    dimension=model[1])
+
+
+def _publish(root: Path, manifest: dict[str, Any]) -> None:
+    """Replace the manifest atomically, then delete the files it does not name."""
     tmp = root / "manifest.json.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(manifest, fh)
@@ -245,10 +287,9 @@ def _save(root: Path, snapshot: Snapshot, seq: int, index_id: str, model: tuple[
         if path.name not in keep:
             with contextlib.suppress(OSError):
                 path.unlink()
-    return gen
 
 
-def _write(root: Path, gen: int, snap: Snapshot, written: list[Path], stop: threading.Event) -> dict[str, Any]:
+def _write_data(root: Path, gen: int, snap: Snapshot, written: list[Path], stop: threading.Event) -> dict[str, Any]:
     (blob, id_off), (terms, p_off, p_slots, p_own, p_ctx) = snap.ids, snap.postings
     rows, dim = snap.rows, snap.dimension
     capacity = rows + max(1024, int(rows * HEADROOM))
@@ -277,30 +318,22 @@ def _write(root: Path, gen: int, snap: Snapshot, written: list[Path], stop: thre
         json.dump({"terms": terms, "codes": snap.codes}, fh, ensure_ascii=False)
         fh.flush()
         os.fsync(fh.fileno())
-    graph_name, graph_rows = _write_graph(root, gen, snap, written, stop)
-    files = {p.name: p.stat().st_size for p in written}
-    if graph_name:
-        files[graph_name] = (root / graph_name).stat().st_size
-    return {"rows": rows, "capacity": capacity, "files": files, "graph": graph_name, "graph_rows": graph_rows}
+    if stop.is_set():
+        raise Stopped
+    return {"rows": rows, "capacity": capacity, "files": {p.name: p.stat().st_size for p in written}}
 
 
-def _write_graph(root: Path, gen: int, snap: Snapshot, written: list[Path],
-                 stop: threading.Event) -> tuple[str | None, int]:
-    """The graph file of this generation: the current one if few rows came after it, else extended or new."""
+def _write_graph(path: Path, snap: Snapshot, stop: threading.Event) -> int:
+    """The graph over the snapshot's rows, written to ``path``: the index's graph extended, or a new one; the
+    number of slots it covers."""
     graph = snap.graph
-    if snap.live < GRAPH_MIN_ROWS:
-        return None, 0
-    if graph is not None and graph.path is not None and snap.rows - snap.ann_rows < GRAPH_EXTEND_ROWS:
-        return graph.path.name, snap.ann_rows
     if graph is not None and graph.path is not None:
         start, graph = snap.ann_rows, AnnGraph.load(graph.path, snap.dimension)
     else:
         start, graph = 0, AnnGraph.new(snap.dimension)
     alive = np.flatnonzero(snap.meta["_alive"][start:]) + start
-    path = root / f"g{gen}-graph.usearch"
-    written.append(path)
     log.info("adding %d rows to the approximate graph of %s (in the background: searches meanwhile scan the "
-             "rows it lacks exactly)", len(alive), root)
+             "rows it lacks exactly)", len(alive), path.parent)
 
     def advance(rows: int) -> None:
         bar.update(rows)
@@ -312,7 +345,7 @@ def _write_graph(root: Path, gen: int, snap: Snapshot, written: list[Path],
             slots = alive[chunk : chunk + 65_536]
             graph.add(snap.meta["_row"][slots], snap.matrix[slots], advance)
     graph.save(path)
-    return path.name, snap.rows
+    return snap.rows
 
 
 def _fsync_dir(root: Path) -> None:

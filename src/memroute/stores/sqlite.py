@@ -50,6 +50,7 @@ from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilt
 _COLUMNS = ("owner, id, session_id, kind, text, reply, occurred_at, created_at, expires_at, archived, "
             "sensitivity, source_type, metadata, language")
 _CHANGE_LOG_KEEP = 200_000
+_WRITE_RETRY_S = 30.0
 log = logging.getLogger("memroute.store")
 
 
@@ -140,6 +141,7 @@ class SQLiteStore:
         self._index: MemoryIndex | None = None
         self._index_seq = 0
         self._writer: index_files.Writer | None = None
+        self._write_after = 0.0  # (monotonic) not before, after a failed write or while another process writes
         self._model: tuple[str, int] | None = None
         meta = self._meta()
         if "model_id" in meta:
@@ -446,7 +448,10 @@ class SQLiteStore:
                 or len(index) < self.index_files_min_rows):
             return
         due = max(index_files.GRAPH_EXTEND_ROWS, index.rows // 20)
-        if self._unsaved >= 0 and self._unsaved < due:
+        # the graph lags its rows (a writer was killed or stopped after publishing the data files)
+        graph_due = len(index) >= index_files.GRAPH_MIN_ROWS and (
+            index.graph is None or index.rows - index.ann_rows >= index_files.GRAPH_EXTEND_ROWS)
+        if (self._unsaved >= 0 and self._unsaved < due and not graph_due) or time.monotonic() < self._write_after:
             return
         try:
             index_id = self._index_id(create=True)
@@ -457,21 +462,25 @@ class SQLiteStore:
             log.warning("could not write the search index files of %s (%s); searching from memory, the files "
                         "are written again later", self.path, exc)
         if self._writer is None:  # failed, or another process is writing them: again after as many changes
-            self._unsaved = 0
+            self._unsaved, self._write_after = 0, time.monotonic() + _WRITE_RETRY_S
 
     def _adopt_written(self) -> None:
         """Swap in the generation the background writer finished, read back from its files (the vectors mapped,
         its graph attached); the changes made since its snapshot are then read from the change log."""
         writer = self._writer
-        if writer is None or not writer.done.is_set():
+        if writer is None:
+            return
+        done = writer.done.is_set()  # before take(): nothing is published after done
+        loaded = writer.take()
+        if loaded is not None:
+            self._index, self._index_seq, self._unsaved = loaded.index, loaded.seq, 0
+        if not done:
             return
         self._writer = None
-        if writer.loaded is None:
+        if writer.error is not None and writer.error != "the write was stopped":
             log.warning("could not write the search index files of %s (%s); searching from memory, the files "
                         "are written again later", self.path, writer.error)
-            self._unsaved = 0
-            return
-        self._index, self._index_seq, self._unsaved = writer.loaded.index, writer.loaded.seq, 0
+            self._unsaved, self._write_after = 0, time.monotonic() + _WRITE_RETRY_S
 
     def finish_index_files(self, timeout: float | None = None) -> bool:
         """Wait for the index files being written in the background, if any, and search from them; ``False`` if
