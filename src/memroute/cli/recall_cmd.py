@@ -52,7 +52,7 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--memories", type=int, nargs="+", default=[10_000, 100_000])
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--keep", metavar="DIR", help="build the stores in DIR and leave them there (default: a temporary "
-                   "folder, removed)")
+                   "folder, removed); a store of N memories already there is measured again, not filled again")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.set_defaults(handler=_bench)
 
