@@ -433,3 +433,26 @@ def test_one_writer_per_store_across_processes(tmp_path: Path) -> None:
     finally:
         writer.kill()
         writer.wait(30)
+
+
+def test_a_snapshot_does_not_change_while_the_index_does() -> None:
+    """The writer's thread reads a snapshot while searches put, delete and compact: what it writes is the index
+    as it was when the snapshot was taken."""
+    from memroute.stores.memory_index import MemoryIndex, RowMeta
+
+    index = MemoryIndex(DIM)
+    for row, rec in enumerate(records(0, 3000, 7), start=1):
+        index.put(row, RowMeta.of(rec.memory), rec.vector, rec.tokens)
+    snap = index.snapshot()
+    before = (snap.ids.blob(snap.rows), snap.postings.csr(), {k: v.copy() for k, v in snap.meta.items()},
+              snap.matrix.copy())
+    for row, rec in enumerate(records(3000, 500, 8), start=3001):  # new rows, and rows put again
+        index.put(row, RowMeta.of(rec.memory), rec.vector, rec.tokens)
+    for row in range(1, 2000):  # deletes, past a quarter of the rows: the index compacts
+        index.remove(row)
+    assert index.rows < 3000  # it did compact
+    blob, csr = snap.ids.blob(snap.rows), snap.postings.csr()
+    assert blob[0] == before[0][0] and np.array_equal(blob[1], before[0][1])
+    assert csr[0] == before[1][0] and all(np.array_equal(a, b) for a, b in zip(csr[1:], before[1][1:], strict=True))
+    assert all(np.array_equal(snap.meta[k], v) for k, v in before[2].items())
+    assert np.array_equal(snap.matrix, before[3])

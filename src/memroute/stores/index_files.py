@@ -290,8 +290,8 @@ def _publish(root: Path, manifest: dict[str, Any]) -> None:
 
 
 def _write_data(root: Path, gen: int, snap: Snapshot, written: list[Path], stop: threading.Event) -> dict[str, Any]:
-    (blob, id_off), (terms, p_off, p_slots, p_own, p_ctx) = snap.ids, snap.postings
     rows, dim = snap.rows, snap.dimension
+    (blob, id_off), (terms, p_off, p_slots, p_own, p_ctx) = snap.ids.blob(rows), snap.postings.csr()
     capacity = rows + max(1024, int(rows * HEADROOM))
     vectors = root / f"g{gen}-vectors.f32"
     written.append(vectors)

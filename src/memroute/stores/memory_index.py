@@ -87,6 +87,12 @@ class _Ids:
             raise IndexError("ids are set in slot order")
         self._added.append(value)
 
+    def frozen(self, n: int) -> _Ids:
+        """Slots ``[0, n)`` in a copy that later sets do not change (the blob is shared: nothing writes it)."""
+        copy = _Ids(self._blob, self._off)
+        copy._added = self._added[: max(0, n - self._base)]
+        return copy
+
     def blob(self, n: int) -> tuple[bytes, npt.NDArray[np.int64]]:
         """Slots ``[0, n)`` as a UTF-8 blob and offsets."""
         added = [s.encode("utf-8") for s in self._added[: max(0, n - self._base)]]
@@ -105,8 +111,8 @@ class Snapshot:
     matrix: npt.NDArray[np.float32]
     meta: dict[str, npt.NDArray[Any]]
     codes: list[str]
-    ids: tuple[bytes, npt.NDArray[np.int64]]
-    postings: Csr
+    ids: _Ids
+    postings: Postings
     graph: AnnGraph | None
     ann_rows: int
     live: int
@@ -121,7 +127,8 @@ class MemoryIndex:
 
     Vectors may live in a memory-mapped file (:mod:`memroute.stores.index_files`, copy-on-write: the file
     never changes under the index), and an approximate graph (:mod:`memroute.stores.ann`) over the rows below
-    ``ann_rows`` may serve as a first pass, rescored exactly (:meth:`attach_graph`).
+    ``ann_rows`` may serve as a first pass, rescored exactly (:meth:`attach_graph`). The index files are written
+    from a :meth:`snapshot`.
     """
 
     def __init__(self, dimension: int, capacity: int = 1024) -> None:
@@ -176,21 +183,16 @@ class MemoryIndex:
         index._slot_by_row[rows] = np.flatnonzero(alive)
         return index
 
-    def parts(self) -> tuple[npt.NDArray[np.float32], dict[str, npt.NDArray[Any]], list[str],
-                             tuple[bytes, npt.NDArray[np.int64]], Csr]:
-        """What :meth:`from_parts` takes: rows ``[0, n)``, for writing the index files."""
-        codes = sorted(self._codes, key=self._codes.__getitem__)
-        return (self._matrix[: self._n], {name: getattr(self, name)[: self._n] for name in _META}, codes,
-                self._ids.blob(self._n), self._postings.csr())
-
     def snapshot(self) -> Snapshot:
         """Rows ``[0, n)`` as they are now, for writing the index files on another thread while this index
         changes: the matrix rows are shared (a row's vector is never written over in place: a put takes a new
         slot, compaction and growth a new matrix), the columns copied (a delete clears ``_alive`` in place,
-        compaction moves rows), the ids and postings made anew."""
-        matrix, meta, codes, ids, postings = self.parts()
-        return Snapshot(self.dimension, matrix, {k: v.copy() for k, v in meta.items()}, codes, ids, postings,
-                        self._graph, self.ann_rows, len(self))
+        compaction moves rows), the ids and postings frozen (their blob and CSR table are made on the writer's
+        thread: sorting 1M rows' postings takes seconds)."""
+        codes = sorted(self._codes, key=self._codes.__getitem__)
+        return Snapshot(self.dimension, self._matrix[: self._n],
+                        {name: getattr(self, name)[: self._n].copy() for name in _META}, codes,
+                        self._ids.frozen(self._n), self._postings.frozen(), self._graph, self.ann_rows, len(self))
 
     @property
     def rows(self) -> int:
