@@ -456,3 +456,17 @@ def test_a_snapshot_does_not_change_while_the_index_does() -> None:
     assert csr[0] == before[1][0] and all(np.array_equal(a, b) for a, b in zip(csr[1:], before[1][1:], strict=True))
     assert all(np.array_equal(snap.meta[k], v) for k, v in before[2].items())
     assert np.array_equal(snap.matrix, before[3])
+
+
+def test_the_index_folder_is_the_owners_only(tmp_path: Path) -> None:
+    """The files hold every memory's words and id, like the database (made 0600 by memroute)."""
+    db = tmp_path / "m.db"
+    filled(db)
+    root = index_files.index_dir(str(db))
+    root.mkdir(mode=0o755)  # as an older memroute made it
+    os.chmod(root, 0o755)
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+    assert store.finish_index_files()
+    store.close()
+    assert root.stat().st_mode & 0o777 == 0o700

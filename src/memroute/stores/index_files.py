@@ -29,6 +29,7 @@ import fcntl
 import json
 import logging
 import os
+import stat
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -209,8 +210,10 @@ def start(root: Path, snapshot: Callable[[], Snapshot], seq: int, index_id: str,
     """Start writing the index (``snapshot()``, which includes changes up to ``seq``) as a new generation;
     ``None`` if another writer (of any process) holds the lock. ``snapshot`` is taken here, on the caller's
     thread, after the lock."""
-    root.mkdir(exist_ok=True)
-    fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    root.mkdir(mode=0o700, exist_ok=True)  # its files hold the memories' words and ids: the owner's only
+    if stat.S_IMODE(root.stat().st_mode) & 0o077:
+        os.chmod(root, 0o700)
+    fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return Writer(root, fd, snapshot(), seq, index_id, model)
