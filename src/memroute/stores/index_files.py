@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
@@ -32,7 +33,7 @@ import os
 import stat
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -165,8 +166,11 @@ class Writer:
     def _run(self) -> None:
         assert self._args is not None
         snapshot, index_id, model = self._args
+        self._args = None
+        steps = _save(self.root, snapshot, self.seq, index_id, model, self._stop)
+        del snapshot  # the write's own reference only: it lets the index's vectors go after the first step
         try:
-            for _gen in _save(self.root, snapshot, self.seq, index_id, model, self._stop):
+            for _gen in steps:
                 loaded = load(self.root, index_id, model, self.seq, None)
                 with self._mutex:
                     self._ready = loaded
@@ -175,8 +179,7 @@ class Writer:
         except (OSError, StaleIndex, ValueError, RuntimeError) as exc:
             self.error = str(exc) or type(exc).__name__
         finally:
-            self._args = None  # let the snapshot go
-            del snapshot
+            steps.close()
             os.close(self._lock_fd)
             _RUNNING.discard(self)
             self.done.set()
@@ -225,7 +228,7 @@ def start(root: Path, snapshot: Callable[[], Snapshot], seq: int, index_id: str,
 
 
 def _save(root: Path, snap: Snapshot, seq: int, index_id: str, model: tuple[str, int],
-          stop: threading.Event) -> Iterator[int]:
+          stop: threading.Event) -> Generator[int, None, None]:
     """The write itself, with the lock held, in two steps that each publish a generation (yielding its number):
 
     1. the data files (vectors, columns, terms), with the graph the index had, if any (the rows newer than it
@@ -257,6 +260,10 @@ def _save(root: Path, snap: Snapshot, seq: int, index_id: str, model: tuple[str,
     yield gen
     if snap.live < GRAPH_MIN_ROWS or current:
         return
+    # the graph reads the vectors from the file just written, not from the index's matrix: a process that
+    # built its index from the table frees those 2 GB (at 1M rows) once it swaps in the files, not an hour later
+    snap = dataclasses.replace(snap, matrix=np.memmap(root / f"g{gen}-vectors.f32", dtype=np.float32, mode="r",
+                                                     shape=(snap.rows, snap.dimension)))
     path = root / f"g{gen + 1}-graph.usearch"
     with _removed_on_error([path]):
         rows = _write_graph(path, snap, stop)
