@@ -385,7 +385,7 @@ class MemoryIndex:
         avgdl = (w_own * self._sum_own + w_ctx * self._sum_ctx) / docs
         if avgdl <= 0:
             return []
-        lists = []
+        slot_parts, score_parts = [], []
         for term in set(tokens):
             p = self._postings.get(term)
             if p is None:
@@ -394,42 +394,18 @@ class MemoryIndex:
             tf = w_own * p[1] + w_ctx * p[2]
             use = self._alive[slots] & (tf > 0)
             df = int(np.count_nonzero(use))
-            if df:
-                lists.append((bm25.idf(docs, df), slots[use], tf[use]))
-        if not lists:
-            return []
-        owner = self._codes["o:" + flt.owner]
-        # MaxScore (Turtle & Flood 1995): a term adds less than idf·(k1 + 1) to any row's score. The terms are
-        # taken rarest first; once the terms left could not lift a row that none of the terms taken matched to
-        # the limit-th best score that passes the filters, those terms are scored only for the rows already
-        # found (a slot's postings are in slot order: binary search). The same rows and scores as scoring every
-        # posting, without touching most postings of the common terms at 1M rows.
-        lists.sort(key=lambda entry: -entry[0])
-        left = np.cumsum([term_idf * (bm25.K1 + 1) for term_idf, _, _ in lists][::-1])[::-1]
-        cand: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
-        scores: npt.NDArray[Any] = np.empty(0, dtype=np.float64)
-        slot_parts: list[npt.NDArray[Any]] = []
-        score_parts: list[npt.NDArray[Any]] = []
-        for i, (term_idf, slots, tf) in enumerate(lists):
-            pending = len(cand) + sum(len(part) for part in slot_parts)
-            if pending and len(slots) >= 4 * pending:  # before a long list: can the terms left be skipped?
-                cand, scores = _summed(cand, scores, slot_parts, score_parts)
-                keep = self._mask(cand, flt) & (self._owner[cand] == owner)
-                kept = scores[keep]
-                if len(kept) >= limit and float(left[i]) < float(np.partition(kept, len(kept) - limit)[-limit]):
-                    for term_idf, slots, tf in lists[i:]:
-                        at = np.minimum(np.searchsorted(slots, cand), len(slots) - 1)
-                        hit = slots[at] == cand
-                        rows, at = cand[hit], at[hit]
-                        dl = w_own * self._len_own[rows] + w_ctx * self._len_ctx[rows]
-                        scores[hit] += bm25.term_score(term_idf, tf[at], dl, avgdl)
-                    return self._top(cand[keep], scores[keep], limit)
+            if df == 0:
+                continue
+            slots, tf = slots[use], tf[use]
             dl = w_own * self._len_own[slots] + w_ctx * self._len_ctx[slots]
             slot_parts.append(slots)
-            score_parts.append(bm25.term_score(term_idf, tf, dl, avgdl))
-        cand, scores = _summed(cand, scores, slot_parts, score_parts)
-        keep = self._mask(cand, flt) & (self._owner[cand] == owner)
-        return self._top(cand[keep], scores[keep], limit)
+            score_parts.append(bm25.term_score(bm25.idf(docs, df), tf, dl, avgdl))
+        if not slot_parts:
+            return []
+        uniq, inverse = np.unique(np.concatenate(slot_parts), return_inverse=True)
+        scores = np.bincount(inverse, weights=np.concatenate(score_parts))
+        keep = self._mask(uniq.astype(np.int64), flt) & (self._owner[uniq] == self._codes["o:" + flt.owner])
+        return self._top(uniq[keep], scores[keep], limit)
 
     def _owner_candidates(self, flt: SearchFilter) -> npt.NDArray[np.int64] | None:
         owner = self._codes.get("o:" + flt.owner)
@@ -467,13 +443,3 @@ class MemoryIndex:
         if flt.end is not None:
             mask &= (self._occurred[slots] <= to_micros(flt.end)) & (self._occurred[slots] != NO_TIME)
         return mask
-
-
-def _summed(slots: npt.NDArray[np.int64], scores: npt.NDArray[Any], slot_parts: list[npt.NDArray[Any]],
-            score_parts: list[npt.NDArray[Any]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
-    """The distinct slots of ``slots`` and the parts (emptied) with their scores summed, in slot order."""
-    uniq, inverse = np.unique(np.concatenate([slots, *slot_parts]), return_inverse=True)
-    summed = np.bincount(inverse, weights=np.concatenate([scores, *score_parts]), minlength=len(uniq))
-    slot_parts.clear()
-    score_parts.clear()
-    return uniq.astype(np.int64), summed
