@@ -1,5 +1,6 @@
-"""The in-memory index's BM25 skips most postings of common terms (MaxScore) and still ranks as scoring every
-posting does: checked against a plain BM25 written out here, on a corpus where a few terms are in most rows."""
+"""The in-memory index's BM25 (numpy over CSR postings) ranks as a plain BM25 written out here does, on a corpus
+where a few terms are in most rows, with deletes, owner and session filters and small and large limits (the
+check a faster BM25 must pass; a MaxScore cut was tried against it and measured no faster at 1M rows)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def plain_bm25(rows: dict[int, tuple[str, str, list[str], list[str]]], terms: li
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_bm25_ranks_as_scoring_every_posting(seed: int) -> None:
+def test_bm25_ranks_as_a_plain_bm25(seed: int) -> None:
     rows = dict(enumerate(corpus(3000, seed), start=1))
     index = MemoryIndex(4)
     for r, (owner, session, own, ctx) in rows.items():
