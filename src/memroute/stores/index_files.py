@@ -176,8 +176,8 @@ class Writer:
                     self._ready = loaded
         except Stopped:
             self.error = "the write was stopped"
-        except (OSError, StaleIndex, ValueError, RuntimeError) as exc:
-            self.error = str(exc) or type(exc).__name__
+        except Exception as exc:  # any: a thread's error would be lost (the store logs it, writes again later)
+            self.error = f"{type(exc).__name__}: {exc}"
         finally:
             steps.close()
             os.close(self._lock_fd)
