@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -94,7 +95,8 @@ def test_saved_index_is_used_on_open_and_equals_the_table(tmp_path: Path,
     db = tmp_path / "m.db"
     filled(db)
     store = open_store(str(db))
-    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds and writes the files
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds the index, starts writing the files
+    assert store.finish_index_files()
     manifest = json.loads((index_files.index_dir(str(db)) / "manifest.json").read_text())
     assert manifest["rows"] == 1200 and manifest["graph_rows"] == 1200
     store.upsert(records(1200, 150, 2))  # after the files: read from the change log
@@ -116,6 +118,7 @@ def test_damaged_index_files_are_rebuilt_from_the_table(tmp_path: Path, caplog: 
     filled(db)
     store = open_store(str(db))
     store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+    assert store.finish_index_files()
     store.close()
     root = index_files.index_dir(str(db))
     manifest = json.loads((root / "manifest.json").read_text())
@@ -133,6 +136,7 @@ def test_damaged_index_files_are_rebuilt_from_the_table(tmp_path: Path, caplog: 
         filled(other)
         s = open_store(str(other))
         s.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+        assert s.finish_index_files()
         s.close()
         for p in root.iterdir():
             p.unlink()
@@ -146,6 +150,7 @@ def test_damaged_index_files_are_rebuilt_from_the_table(tmp_path: Path, caplog: 
     lines = rebuild_lines(caplog)
     assert len(lines) == 1 and why in lines[0], lines
     assert_same_answers(store, db)
+    assert store.finish_index_files()
     store.close()
     caplog.clear()
     store = open_store(str(db))  # repaired: the next open trusts the files again
@@ -200,6 +205,7 @@ def test_a_full_disk_while_writing_the_files_leaves_the_store_working(tmp_path: 
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
         store = open_store(sys.argv[1])
         hit = store.search_vector(records(7, 1, 1)[0].vector, SearchFilter(owner="o"), 1)[0]
+        store.finish_index_files()
         print(hit.id, store.count())
     """
     proc = run_script(limited, str(db))
@@ -212,6 +218,7 @@ def test_a_full_disk_while_writing_the_files_leaves_the_store_working(tmp_path: 
     assert [p.name for p in root.iterdir()] in (["lock"], [])  # the partial files were removed
     store = open_store(str(db))
     assert_same_answers(store, db)
+    assert store.finish_index_files()
     store.close()
     assert (root / "manifest.json").exists()
 
@@ -244,7 +251,8 @@ def test_compacting_an_index_read_from_files_keeps_it_exact(tmp_path: Path) -> N
     db = tmp_path / "m.db"
     filled(db, n=2400)
     store = open_store(str(db))
-    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # written to files
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+    assert store.finish_index_files()  # written to files
     store.close()
     store = open_store(str(db))
     store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # read from them
@@ -271,7 +279,8 @@ def test_files_saved_before_word_parts_were_indexed_are_rebuilt(tmp_path: Path, 
     store.upsert([type(hyphenated)(hyphenated.memory, ["follow-up", "lime"], hyphenated.vector)])
     with monkeypatch.context() as old:  # an index as format 1 built it: the tokens alone
         old.setattr(memory_index, "index_terms", list)
-        store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds and writes the files
+        store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds the index, starts writing the files
+        assert store.finish_index_files()
     store.close()
     manifest_path = index_files.index_dir(str(db)) / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
@@ -283,3 +292,181 @@ def test_files_saved_before_word_parts_were_indexed_are_rebuilt(tmp_path: Path, 
     assert len(lines) == 1 and "format" in lines[0], lines
     assert_same_answers(store, db)
     store.close()
+
+
+# ------------------------------------------------------------------ the files written in the background
+# 4,000 rows: their graph takes seconds to build here (~1 ms a row), a search milliseconds.
+BUILDING = 4000
+
+
+def files_of(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir()} if root.exists() else set()
+
+
+def published(root: Path) -> dict[str, Any] | None:
+    path = root / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def graph_rows(root: Path) -> int:
+    """The rows the published graph covers (0: no manifest, or none with a graph)."""
+    manifest = published(root)
+    return int(manifest["graph_rows"]) if manifest else 0
+
+
+def only_published_files(root: Path) -> bool:
+    manifest = published(root)
+    return files_of(root) == ({*manifest["files"], "manifest.json", "lock"} if manifest else files_of(root) & {"lock"})
+
+
+def test_searches_do_not_wait_for_the_graph(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=BUILDING)
+    root = index_files.index_dir(str(db))
+    store = open_store(str(db))
+    flt = SearchFilter(owner="o")
+    assert store.search_vector(vec(11, 1), flt, 1)[0].id == "m11"  # starts the files and the graph
+    assert not store.finish_index_files(timeout=0)  # the search did not wait for them
+    assert graph_rows(root) == 0  # the data files may be published already, the graph not
+    assert_same_answers(store, db)  # meanwhile: the exact scan
+    assert store.finish_index_files()
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["graph_rows"] == BUILDING and store._index is not None and store._index.graph is not None
+    assert (manifest["data"], manifest["generation"]) == (1, 2)  # the data files first, then the graph
+    store.upsert(records(BUILDING, 3000, 2))  # past GRAPH_EXTEND_ROWS: the graph is extended in the background
+    assert store.search_vector(vec(BUILDING + 7, 2), flt, 1)[0].id == f"m{BUILDING + 7}"
+    assert not store.finish_index_files(timeout=0)
+    assert graph_rows(root) == BUILDING
+    assert_same_answers(store, db)  # meanwhile: the old graph and an exact scan of the rows newer than it
+    assert store.finish_index_files()
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["graph_rows"] == BUILDING + 3000 and (manifest["data"], manifest["generation"]) == (3, 4)
+    assert only_published_files(root)
+    assert_same_answers(store, db)
+    store.close()
+
+
+WRITE_THEN_WAIT = """
+    import sys, time
+    store = open_store(sys.argv[1])
+    store.upsert(records(int(sys.argv[2]), int(sys.argv[3]), 6))
+    store.search_vector(records(0, 1, 1)[0].vector, SearchFilter(owner="o"), 3)  # starts the background write
+    print(store.finish_index_files(timeout=0), flush=True)
+    if sys.argv[4] == "wait":
+        time.sleep(600)
+"""
+
+
+def started(proc: subprocess.Popen[str]) -> None:
+    """Wait until ``proc`` has started its background write (it prints whether the write had ended)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert line == "False", (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+
+
+def test_kill_during_a_background_write_loses_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=BUILDING)
+    root = index_files.index_dir(str(db))
+    caplog.set_level(logging.INFO, "memroute.store")
+    # 1. killed while building the first graph: the data files published before it are trusted
+    proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING), "10", "wait")
+    started(proc)
+    deadline = time.monotonic() + 60
+    while published(root) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert published(root) is not None and graph_rows(root) == 0
+    store = open_store(str(db))
+    assert store.count() == BUILDING + 10
+    assert store.search_vector(records(BUILDING + 3, 1, 6)[0].vector, SearchFilter(owner="o"), 1)[0].id == \
+        f"m{BUILDING + 3}"
+    assert rebuild_lines(caplog) == []
+    assert_same_answers(store, db)
+    assert store.finish_index_files()
+    assert graph_rows(root) == BUILDING + 10 and only_published_files(root)
+    store.close()
+    # 2. killed while extending the graph: the next open trusts the previous generation and reads the rest
+    proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING + 10), "3000", "wait")
+    started(proc)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert graph_rows(root) == BUILDING + 10  # the old graph: its extension was cut
+    caplog.clear()
+    store = open_store(str(db))
+    assert store.search_vector(records(BUILDING + 2000, 1, 6)[0].vector, SearchFilter(owner="o"), 1)[0].id == \
+        f"m{BUILDING + 2000}"
+    assert rebuild_lines(caplog) == [] and store.count() == BUILDING + 3010
+    assert_same_answers(store, db)
+    store.close()
+
+
+def test_a_process_that_exits_during_a_background_write_leaves_no_files(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=BUILDING)
+    proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING), "10", "exit")
+    started(proc)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    root = index_files.index_dir(str(db))
+    assert graph_rows(root) == 0 and only_published_files(root)  # stopped at exit, its unpublished files removed
+    store = open_store(str(db))
+    assert_same_answers(store, db)
+    store.close()
+
+
+def test_one_writer_per_store_across_processes(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    filled(db, n=BUILDING)
+    root = index_files.index_dir(str(db))
+    writer = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING), "10", "wait")
+    try:
+        started(writer)
+        other = open_store(str(db))
+        assert other.search_vector(vec(5, 1), SearchFilter(owner="o"), 1)[0].id == "m5"
+        assert other.finish_index_files(timeout=0)  # the lock was taken: this process started no write
+        assert graph_rows(root) == 0  # and the other one is still writing
+        assert_same_answers(other, db)
+        other.close()
+    finally:
+        writer.kill()
+        writer.wait(30)
+
+
+def test_a_snapshot_does_not_change_while_the_index_does() -> None:
+    """The writer's thread reads a snapshot while searches put, delete and compact: what it writes is the index
+    as it was when the snapshot was taken."""
+    from memroute.stores.memory_index import MemoryIndex, RowMeta
+
+    index = MemoryIndex(DIM)
+    for row, rec in enumerate(records(0, 3000, 7), start=1):
+        index.put(row, RowMeta.of(rec.memory), rec.vector, rec.tokens)
+    snap = index.snapshot()
+    before = (snap.ids.blob(snap.rows), snap.postings.csr(), {k: v.copy() for k, v in snap.meta.items()},
+              snap.matrix.copy())
+    for row, rec in enumerate(records(3000, 500, 8), start=3001):  # new rows, and rows put again
+        index.put(row, RowMeta.of(rec.memory), rec.vector, rec.tokens)
+    for row in range(1, 2000):  # deletes, past a quarter of the rows: the index compacts
+        index.remove(row)
+    assert index.rows < 3000  # it did compact
+    blob, csr = snap.ids.blob(snap.rows), snap.postings.csr()
+    assert blob[0] == before[0][0] and np.array_equal(blob[1], before[0][1])
+    assert csr[0] == before[1][0] and all(np.array_equal(a, b) for a, b in zip(csr[1:], before[1][1:], strict=True))
+    assert all(np.array_equal(snap.meta[k], v) for k, v in before[2].items())
+    assert np.array_equal(snap.matrix, before[3])
+
+
+def test_the_index_folder_is_the_owners_only(tmp_path: Path) -> None:
+    """The files hold every memory's words and id, like the database (made 0600 by memroute)."""
+    db = tmp_path / "m.db"
+    filled(db)
+    root = index_files.index_dir(str(db))
+    root.mkdir(mode=0o755)  # as an older memroute made it
+    os.chmod(root, 0o755)
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+    assert store.finish_index_files()
+    store.close()
+    assert root.stat().st_mode & 0o777 == 0o700

@@ -51,6 +51,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p = groups["bench"].add("recall", "latency of a full recall (no LLM) at N memories, ingest rate and RSS")
     p.add_argument("--memories", type=int, nargs="+", default=[10_000, 100_000])
     p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--keep", metavar="DIR", help="build the stores in DIR and leave them there (default: a temporary "
+                   "folder, removed); a store of N memories already there is measured again, not filled again")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.set_defaults(handler=_bench)
 
@@ -127,4 +129,4 @@ def _llm_line(usage: dict[str, Any]) -> str:
 def _bench(args: argparse.Namespace) -> int:
     from memroute.eval.recall_bench import run_recall_bench
 
-    return run_recall_bench(args.memories, args.queries, args.json)
+    return run_recall_bench(args.memories, args.queries, args.json, keep=args.keep)

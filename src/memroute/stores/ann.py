@@ -69,8 +69,8 @@ class AnnGraph:
     def add(self, keys: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32],
             progress: Callable[[int], object] | None = None) -> None:
         """Add rows under ``keys``; a key the graph has already (a row put again unchanged) is skipped."""
-        for start in range(0, len(keys), 4096):
-            stop = min(len(keys), start + 4096)
+        for start in range(0, len(keys), 256):  # about a second per batch at 1M rows: ``progress`` may stop it
+            stop = min(len(keys), start + 256)
             batch = keys[start:stop].astype(np.uint64)
             new = ~np.asarray(self._index.contains(batch), dtype=bool) if len(self._index) else slice(None)
             if batch[new].size:

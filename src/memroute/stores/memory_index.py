@@ -87,6 +87,12 @@ class _Ids:
             raise IndexError("ids are set in slot order")
         self._added.append(value)
 
+    def frozen(self, n: int) -> _Ids:
+        """Slots ``[0, n)`` in a copy that later sets do not change (the blob is shared: nothing writes it)."""
+        copy = _Ids(self._blob, self._off)
+        copy._added = self._added[: max(0, n - self._base)]
+        return copy
+
     def blob(self, n: int) -> tuple[bytes, npt.NDArray[np.int64]]:
         """Slots ``[0, n)`` as a UTF-8 blob and offsets."""
         added = [s.encode("utf-8") for s in self._added[: max(0, n - self._base)]]
@@ -96,12 +102,33 @@ class _Ids:
         return bytes(self._blob[: int(self._off[min(n, self._base)])]) + b"".join(added), off
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the index files are written from (:meth:`MemoryIndex.snapshot`): rows ``[0, rows)`` and the graph
+    then attached, which covered the slots below ``ann_rows``; ``live`` rows of them not deleted."""
+
+    dimension: int
+    matrix: npt.NDArray[np.float32]
+    meta: dict[str, npt.NDArray[Any]]
+    codes: list[str]
+    ids: _Ids
+    postings: Postings
+    graph: AnnGraph | None
+    ann_rows: int
+    live: int
+
+    @property
+    def rows(self) -> int:
+        return len(self.matrix)
+
+
 class MemoryIndex:
     """Rows keyed by the backend's integer row id; ``put`` replaces, ``remove`` deletes.
 
     Vectors may live in a memory-mapped file (:mod:`memroute.stores.index_files`, copy-on-write: the file
     never changes under the index), and an approximate graph (:mod:`memroute.stores.ann`) over the rows below
-    ``ann_rows`` may serve as a first pass, rescored exactly (:meth:`attach_graph`).
+    ``ann_rows`` may serve as a first pass, rescored exactly (:meth:`attach_graph`). The index files are written
+    from a :meth:`snapshot`.
     """
 
     def __init__(self, dimension: int, capacity: int = 1024) -> None:
@@ -156,12 +183,16 @@ class MemoryIndex:
         index._slot_by_row[rows] = np.flatnonzero(alive)
         return index
 
-    def parts(self) -> tuple[npt.NDArray[np.float32], dict[str, npt.NDArray[Any]], list[str],
-                             tuple[bytes, npt.NDArray[np.int64]], Csr]:
-        """What :meth:`from_parts` takes: rows ``[0, n)``, for writing the index files."""
+    def snapshot(self) -> Snapshot:
+        """Rows ``[0, n)`` as they are now, for writing the index files on another thread while this index
+        changes: the matrix rows are shared (a row's vector is never written over in place: a put takes a new
+        slot, compaction and growth a new matrix), the columns copied (a delete clears ``_alive`` in place,
+        compaction moves rows), the ids and postings frozen (their blob and CSR table are made on the writer's
+        thread: sorting 1M rows' postings takes seconds)."""
         codes = sorted(self._codes, key=self._codes.__getitem__)
-        return (self._matrix[: self._n], {name: getattr(self, name)[: self._n] for name in _META}, codes,
-                self._ids.blob(self._n), self._postings.csr())
+        return Snapshot(self.dimension, self._matrix[: self._n],
+                        {name: getattr(self, name)[: self._n].copy() for name in _META}, codes,
+                        self._ids.frozen(self._n), self._postings.frozen(), self._graph, self.ann_rows, len(self))
 
     @property
     def rows(self) -> int:

@@ -34,6 +34,15 @@ class _Growing:
         self.n += 1
 
 
+    def frozen(self) -> _Growing:
+        """A copy of the postings added so far."""
+        copy = _Growing()
+        copy.n = self.n
+        copy.slots, copy.own = self.slots[: self.n].copy(), self.own[: self.n].copy()
+        copy.ctx = self.ctx[: self.n].copy()
+        return copy
+
+
 def empty_csr() -> Csr:
     return ([], np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0, dtype=np.float32),
             np.empty(0, dtype=np.float32))
@@ -44,6 +53,16 @@ class Postings:
         self._terms, self._off, self._slots, self._own, self._ctx = base or empty_csr()
         self._term_ids = {t: i for i, t in enumerate(self._terms)}
         self._delta: dict[str, _Growing] = {}
+
+    def frozen(self) -> Postings:
+        """A copy that later adds do not change, made in a copy of the lists added since the base (the base
+        arrays are shared: nothing writes them): :meth:`csr` may then run on another thread."""
+        copy = Postings()
+        copy._terms, copy._off, copy._slots, copy._own, copy._ctx = (self._terms, self._off, self._slots, self._own,
+                                                                      self._ctx)
+        copy._term_ids = self._term_ids
+        copy._delta = {term: p.frozen() for term, p in self._delta.items()}
+        return copy
 
     def add(self, term: str, slot: int, own: int, ctx: int) -> None:
         p = self._delta.get(term)

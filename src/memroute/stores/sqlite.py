@@ -50,6 +50,7 @@ from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilt
 _COLUMNS = ("owner, id, session_id, kind, text, reply, occurred_at, created_at, expires_at, archived, "
             "sensitivity, source_type, metadata, language")
 _CHANGE_LOG_KEEP = 200_000
+_WRITE_RETRY_S = 30.0
 log = logging.getLogger("memroute.store")
 
 
@@ -139,6 +140,8 @@ class SQLiteStore:
             self._migrate()
         self._index: MemoryIndex | None = None
         self._index_seq = 0
+        self._writer: index_files.Writer | None = None
+        self._write_after = 0.0  # (monotonic) not before, after a failed write or while another process writes
         self._model: tuple[str, int] | None = None
         meta = self._meta()
         if "model_id" in meta:
@@ -389,6 +392,7 @@ class SQLiteStore:
     def _sync_index(self) -> MemoryIndex:
         """Bring the in-memory index up to date with the file (other processes may have written)."""
         with translate_errors("load the search index", self.path):
+            self._adopt_written()
             latest = self._conn.execute("SELECT coalesce(max(seq), 0) FROM index_changes").fetchone()[0]
             if self._index is not None and latest == self._index_seq:
                 return self._index
@@ -437,25 +441,57 @@ class SQLiteStore:
         return index
 
     def _save_index(self) -> None:
-        """Write the index files when the index is large and they lag (-1: never written from this index)."""
+        """Start writing the index files in the background when the index is large and they lag (-1: never
+        written from this index); searches go on meanwhile from this index (:class:`index_files.Writer`)."""
         index, root = self._index, self._files_root
-        if index is None or root is None or self.read_only or len(index) < self.index_files_min_rows:
+        if (index is None or root is None or self.read_only or self._writer is not None
+                or len(index) < self.index_files_min_rows):
             return
         due = max(index_files.GRAPH_EXTEND_ROWS, index.rows // 20)
-        if self._unsaved >= 0 and self._unsaved < due:
+        # the graph lags its rows (a writer was killed or stopped after publishing the data files)
+        graph_due = len(index) >= index_files.GRAPH_MIN_ROWS and (
+            index.graph is None or index.rows - index.ann_rows >= index_files.GRAPH_EXTEND_ROWS)
+        if (self._unsaved >= 0 and self._unsaved < due and not graph_due) or time.monotonic() < self._write_after:
             return
         try:
             index_id = self._index_id(create=True)
             assert index_id is not None
-            gen = index_files.save(root, index, self._index_seq, index_id, (self._model_id(), self._dimension()))
-            if gen is not None:
-                reloaded = index_files.load(root, index_id, (self._model_id(), self._dimension()), self._index_seq,
-                                            None)
-                self._index, self._unsaved = reloaded.index, 0
-        except (OSError, index_files.StaleIndex, StoreError) as exc:
+            self._writer = index_files.start(root, index.snapshot, self._index_seq, index_id,
+                                             (self._model_id(), self._dimension()))
+        except (OSError, StoreError) as exc:
             log.warning("could not write the search index files of %s (%s); searching from memory, the files "
                         "are written again later", self.path, exc)
-            self._unsaved = 0
+        if self._writer is None:  # failed, or another process is writing them: again after as many changes
+            self._unsaved, self._write_after = 0, time.monotonic() + _WRITE_RETRY_S
+
+    def _adopt_written(self) -> None:
+        """Swap in the generation the background writer finished, read back from its files (the vectors mapped,
+        its graph attached); the changes made since its snapshot are then read from the change log."""
+        writer = self._writer
+        if writer is None:
+            return
+        done = writer.done.is_set()  # before take(): nothing is published after done
+        loaded = writer.take()
+        if loaded is not None:
+            self._index, self._index_seq, self._unsaved = loaded.index, loaded.seq, 0
+        if not done:
+            return
+        self._writer = None
+        if writer.error is not None and writer.error != "the write was stopped":
+            log.warning("could not write the search index files of %s (%s); searching from memory, the files "
+                        "are written again later", self.path, writer.error)
+            self._unsaved, self._write_after = 0, time.monotonic() + _WRITE_RETRY_S
+
+    def finish_index_files(self, timeout: float | None = None) -> bool:
+        """Wait for the index files being written in the background, if any, and search from them; ``False`` if
+        the write is still going after ``timeout`` seconds. (Searches never wait for it: this is for a
+        benchmark or a script that wants the files on disk before it ends.)"""
+        writer = self._writer
+        if writer is not None and not writer.wait(timeout):
+            return False
+        with self._lock, translate_errors("load the search index", self.path):
+            self._adopt_written()
+        return True
 
     def _index_id(self, create: bool = False) -> str | None:
         """The random id that ties index files to this database (``meta.index_id``)."""
@@ -554,7 +590,13 @@ class SQLiteStore:
                           int(version), size)
 
     def close(self) -> None:
+        """Close the database; an index write still going in the background is stopped and its files removed
+        (the next process that searches writes them again)."""
+        writer = self._writer
+        if writer is not None:
+            writer.stop()
         with self._lock:
+            self._writer = None
             self._conn.close()
 
 
