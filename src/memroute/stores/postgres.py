@@ -44,7 +44,6 @@ from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
 from memroute.stores.pg_sql import (
     ANALYZE_SQL,
-    BM25_CANDIDATES,
     DROP_INDEXES_SQL,
     EXACT_ROWS,
     LOAD_COLUMNS,
@@ -54,8 +53,6 @@ from memroute.stores.pg_sql import (
     STAGING_DDL,
     UTC_SESSION_SQL,
     SearchCache,
-    bm25_query,
-    bm25_rank,
     memory_of,
     record_rows,
     safe_url,
@@ -75,8 +72,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the extra
     raise DependencyError("the PostgreSQL store needs: pip install 'memroute[postgres]'") from exc
 
-__all__ = ["BM25_CANDIDATES", "EXACT_ROWS", "LOAD_BATCH", "SEARCH_INDEXES", "PostgresStore", "SearchCache",
-           "bm25_query", "bm25_rank", "memory_of", "record_rows", "run_op", "safe_url", "split_schema",
+__all__ = ["EXACT_ROWS", "LOAD_BATCH", "SEARCH_INDEXES", "PostgresStore", "SearchCache",
+           "memory_of", "record_rows", "run_op", "safe_url", "split_schema",
            "translate_errors", "vector_query", "vector_settings", "where_clause"]
 
 LOAD_BATCH = 2000
