@@ -15,8 +15,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from memroute.stores import MemoryRecord, bm25, open_store
-from memroute.stores.pg_bm25 import ImpactSearch
+from memroute.stores import MemoryRecord, bm25, open_store, pg_bm25
+from memroute.stores.pg_bm25 import READ_BUDGET, ImpactSearch
 from memroute.stores.pg_sql import bm25_scores, tsquery, where_clause
 from memroute.types import MemoryItem, MemoryKind, SearchFilter
 from tests.pg_server import PgServer
@@ -109,7 +109,11 @@ def test_impacts_are_bm25s_term_frequency_part(pg_server: PgServer) -> None:
     store.close()
 
 
-def test_top_k_equals_exact_bm25_through_writes_updates_deletes_and_drift(pg_server: PgServer) -> None:
+@pytest.mark.parametrize("budget", [READ_BUDGET, 0])
+def test_top_k_equals_exact_bm25_through_writes_updates_deletes_and_drift(pg_server: PgServer, budget: int,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the default read budget and with none (every search ranks by the bounds summed in the server)."""
+    monkeypatch.setattr(pg_bm25, "READ_BUDGET", budget)
     url = pg_server.new_database()
     store = open_store(url)
     store.bind_model("m", 4)

@@ -41,6 +41,10 @@ from memroute.stores import bm25
 
 FIRST_CHUNK = 64
 """Postings read from a list the first time; each further read of the same list doubles it."""
+READ_BUDGET = 3000
+"""Postings the impact-ordered reads may take before the search switches to summing bounds in the server:
+a query of many frequent terms (a long utterance) cannot be proven early, as a memory holding all of its
+terms once could still win, and then one aggregate over the lists is cheaper than reading them in chunks."""
 SLACK = 1e-6
 """Impacts are stored as ``real`` (24-bit mantissa): the bound is raised by this much so rounding never cuts."""
 DRIFT = 1.25
@@ -73,6 +77,13 @@ POSTINGS_SQL = (
     "memroute_postings p WHERE p.owner = %s AND p.field = l.field AND p.term = l.term AND p.impact <= l.below AND "
     "(p.impact < l.below OR p.row_id > l.after) ORDER BY p.impact DESC, p.row_id LIMIT l.n) p")
 """The next postings of several lists in one statement: list ``ord`` after its last (impact, row_id) read."""
+BOUNDS_SQL = (
+    "SELECT p.row_id, sum(l.factor * p.impact) AS bound FROM unnest(%s::text[], %s::int2[], %s::float8[]) "
+    "AS l(term, field, factor) JOIN memroute_postings p ON p.owner = %s AND p.field = l.field AND p.term = l.term "
+    "GROUP BY p.row_id ORDER BY bound DESC, p.row_id LIMIT %s OFFSET %s")
+"""Every memory of the owner that holds a query term, with its score bound (each list's share summed), best
+first: one pass over the lists' index entries in the server, no memory row read. A memory's exact score is at
+most its bound, so once the ``limit``-th exact score beats the bound of the next page, the answer is final."""
 REFERENCE_SQL = "SELECT value::float8 FROM memroute_meta WHERE key = 'bm25_avgdl'"
 SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 """A search's reads see one snapshot: a list read in several statements is read as of one moment."""
@@ -144,6 +155,13 @@ class ImpactSearch:
         """The highest score a memory not met yet can have."""
         return sum(self._contribution(lst) for lst in self.lists)
 
+    def final(self) -> bool:
+        """Whether no memory not met yet can enter the answer."""
+        if self.avgdl <= 0 or self.limit <= 0:
+            return True
+        bound = self.bound()
+        return bound <= 0 or (len(self.best) >= self.limit and bound < self.threshold())
+
     def threshold(self) -> float:
         """The score to beat, or 0 while fewer than ``limit`` memories scored."""
         return self.best[0][0] if len(self.best) >= self.limit else 0.0
@@ -153,11 +171,9 @@ class ImpactSearch:
 
         A list is read when its share of the bound is at least the gap to close divided by the number of
         lists: the list that holds the bound up most is always among them."""
-        if self.avgdl <= 0 or self.limit <= 0:
+        if self.final() or self.postings_read >= READ_BUDGET:
             return None
         bound, theta = self.bound(), self.threshold()
-        if bound <= 0 or (len(self.best) >= self.limit and bound < theta):
-            return None
         gap = (bound - theta) / len(self.lists)
         return [(i, lst) for i, lst in enumerate(self.lists) if not lst.done and self._contribution(lst) >= gap]
 
@@ -183,6 +199,18 @@ class ImpactSearch:
             if got[k] < lst.chunk:
                 lst.done = True
             lst.chunk *= 2
+        return new
+
+    def bound_params(self, owner: str, offset: int, size: int) -> list[Any]:
+        """The parameters of ``BOUNDS_SQL``: each list's factor on an impact (its share of :meth:`bound`)."""
+        drift = max(1.0, self.avgdl / self.reference)
+        return [[lst.term for lst in self.lists], [lst.field for lst in self.lists],
+                [lst.idf * lst.weight * drift * (1 + SLACK) for lst in self.lists], owner, size, offset]
+
+    def rescored(self, bounds: Sequence[Sequence[Any]]) -> list[int]:
+        """The row ids of a page of ``BOUNDS_SQL`` not scored yet (each has already been met or is new)."""
+        new = [int(row_id) for row_id, _ in bounds if row_id not in self.seen]
+        self.seen.update(new)
         return new
 
     def scored(self, hits: Sequence[tuple[float, int, str]]) -> None:

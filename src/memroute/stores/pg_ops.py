@@ -24,6 +24,7 @@ from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_v
 from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_bm25 import (
     AVGDL_SQL,
+    BOUNDS_SQL,
     DEFAULT_AVGDL,
     POSTINGS_SQL,
     REFERENCE_SQL,
@@ -360,6 +361,16 @@ class PgOperations:
             if met:
                 rows = yield Sql(lexical_rows_sql(where), [met, *params])
                 search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+        offset, size = 0, 4 * limit + 60
+        while not search.final():  # the read budget ran out: bounds summed in the server, best first
+            bounds = yield Sql(BOUNDS_SQL, search.bound_params(flt.owner, offset, size))
+            new = search.rescored(bounds)
+            if new:
+                rows = yield Sql(lexical_rows_sql(where), [new, *params])
+                search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+            if len(bounds) < size or (len(search.best) >= limit and search.threshold() > bounds[-1][1]):
+                break
+            offset, size = offset + size, 2 * size
         return [ScoredId(mid, score) for score, mid in search.answer()]
 
     def op_search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
