@@ -13,8 +13,11 @@ Naor, "Optimal aggregation algorithms for middleware", 2003; the impact-ordered 
 it meets (with the search's filters) and scores them with exact BM25, the same code as before
 (:func:`memroute.stores.pg_sql.bm25_rank`). It stops when no memory it has not met can reach the current
 ``limit``-th score: such a memory's impact in each list is at most the last impact read there, so its score is
-at most :meth:`ImpactSearch.bound`. What is returned is therefore the exact BM25 top ``limit`` over every
-matching memory, ties in insertion order, as the SQLite store gives it.
+at most :meth:`ImpactSearch.bound`. A query of many frequent terms (a long utterance) cannot be proven early
+that way; once the reads pass ``READ_BUDGET`` postings, the server sums each memory's bound over the lists in
+one aggregate over the index entries (``BOUNDS_SQL``, no memory row read), and memories are scored exactly in
+the order of their bounds until the ``limit``-th score beats the next bound. What is returned is therefore the
+exact BM25 top ``limit`` over every matching memory, ties in insertion order, as the SQLite store gives it.
 
 The bound holds for any field weights and any drift of the average length (``memroute_meta`` keeps the ``A``
 the impacts were computed with):
