@@ -11,13 +11,14 @@ A search reads the terms' lists in impact order a chunk at a time (the threshold
 Naor, "Optimal aggregation algorithms for middleware", 2003; the impact-ordered form of Anh & Moffat,
 "Pruned query evaluation using pre-computed impacts", SIGIR 2006), fetches the lexical rows of the memories
 it meets (with the search's filters) and scores them with exact BM25, the same code as before
-(:func:`memroute.stores.pg_sql.bm25_rank`). It stops when no memory it has not met can reach the current
+(:func:`memroute.stores.pg_sql.bm25_scores`). It stops when no memory it has not met can reach the current
 ``limit``-th score: such a memory's impact in each list is at most the last impact read there, so its score is
 at most :meth:`ImpactSearch.bound`. A query of many frequent terms (a long utterance) cannot be proven early
-that way; once the reads pass ``READ_BUDGET`` postings, the server sums each memory's bound over the lists in
-one aggregate over the index entries (``BOUNDS_SQL``, no memory row read), and memories are scored exactly in
-the order of their bounds until the ``limit``-th score beats the next bound. What is returned is therefore the
-exact BM25 top ``limit`` over every matching memory, ties in insertion order, as the SQLite store gives it.
+that way; once the reads pass ``READ_BUDGET`` postings (at once under a narrow filter), the server sums each
+memory's bound over the lists in one aggregate over the index entries (:func:`bounds_sql`), and memories are
+scored exactly in the order of their bounds until the ``limit``-th score beats the next bound. What is
+returned is therefore the exact BM25 top ``limit`` over every matching memory, ties in insertion order, as
+the SQLite store gives it.
 
 The bound holds for any field weights and any drift of the average length (``memroute_meta`` keeps the ``A``
 the impacts were computed with):
@@ -80,13 +81,20 @@ POSTINGS_SQL = (
     "memroute_postings p WHERE p.owner = %s AND p.field = l.field AND p.term = l.term AND p.impact <= l.below AND "
     "(p.impact < l.below OR p.row_id > l.after) ORDER BY p.impact DESC, p.row_id LIMIT l.n) p")
 """The next postings of several lists in one statement: list ``ord`` after its last (impact, row_id) read."""
-BOUNDS_SQL = (
-    "SELECT p.row_id, sum(l.factor * p.impact) AS bound FROM unnest(%s::text[], %s::int2[], %s::float8[]) "
-    "AS l(term, field, factor) JOIN memroute_postings p ON p.owner = %s AND p.field = l.field AND p.term = l.term "
-    "GROUP BY p.row_id ORDER BY bound DESC, p.row_id LIMIT %s OFFSET %s")
-"""Every memory of the owner that holds a query term, with its score bound (each list's share summed), best
-first: one pass over the lists' index entries in the server, no memory row read. A memory's exact score is at
-most its bound, so once the ``limit``-th exact score beats the bound of the next page, the answer is final."""
+
+
+def bounds_sql(where: str | None) -> str:
+    """Every memory of the owner that holds a query term, with its score bound (each list's share summed), best
+    first: one pass over the lists' index entries in the server. A memory's exact score is at most its bound,
+    so once the ``limit``-th exact score beats the bound of the next page, the answer is final. ``where`` (of
+    ``where_clause``, its parameters after the owner) keeps only the memories a narrow filter (a session, a
+    time range) lets through, reading their lexical rows: else most pages would hold none of them."""
+    lexical = f"JOIN memroute_lexical m ON m.row_id = p.row_id AND {where} " if where else ""
+    return ("SELECT p.row_id, sum(l.factor * p.impact) AS bound FROM unnest(%s::text[], %s::int2[], %s::float8[]) "
+            "AS l(term, field, factor) JOIN memroute_postings p ON p.owner = %s AND p.field = l.field AND "
+            f"p.term = l.term {lexical}GROUP BY p.row_id ORDER BY bound DESC, p.row_id LIMIT %s OFFSET %s")
+
+
 REFERENCE_SQL = "SELECT value::float8 FROM memroute_meta WHERE key = 'bm25_avgdl'"
 SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 """A search's reads see one snapshot: a list read in several statements is read as of one moment."""
@@ -204,14 +212,15 @@ class ImpactSearch:
             lst.chunk *= 2
         return new
 
-    def bound_params(self, owner: str, offset: int, size: int) -> list[Any]:
-        """The parameters of ``BOUNDS_SQL``: each list's factor on an impact (its share of :meth:`bound`)."""
+    def bound_params(self, owner: str) -> list[Any]:
+        """The first parameters of :func:`bounds_sql`: each list's factor on an impact (its share of
+        :meth:`bound`), then the owner."""
         drift = max(1.0, self.avgdl / self.reference)
         return [[lst.term for lst in self.lists], [lst.field for lst in self.lists],
-                [lst.idf * lst.weight * drift * (1 + SLACK) for lst in self.lists], owner, size, offset]
+                [lst.idf * lst.weight * drift * (1 + SLACK) for lst in self.lists], owner]
 
     def rescored(self, bounds: Sequence[Sequence[Any]]) -> list[int]:
-        """The row ids of a page of ``BOUNDS_SQL`` not scored yet (each has already been met or is new)."""
+        """The row ids of a page of :func:`bounds_sql` not scored yet (each has already been met or is new)."""
         new = [int(row_id) for row_id, _ in bounds if row_id not in self.seen]
         self.seen.update(new)
         return new

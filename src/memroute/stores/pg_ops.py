@@ -24,13 +24,13 @@ from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_v
 from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_bm25 import (
     AVGDL_SQL,
-    BOUNDS_SQL,
     DEFAULT_AVGDL,
     POSTINGS_SQL,
     REFERENCE_SQL,
     REFRESH_SQL,
     SNAPSHOT_SQL,
     ImpactSearch,
+    bounds_sql,
     lexical_rows_sql,
     needs_refresh,
 )
@@ -356,14 +356,16 @@ class PgOperations:
         search = ImpactSearch(terms, w_own, w_ctx, collection, dfs, limit,
                               float(reference[0][0]) if reference else DEFAULT_AVGDL)
         where, params = where_clause(flt)
-        while reads := search.next_reads():
+        narrow = flt.session_id is not None or flt.start is not None or flt.end is not None
+        while not narrow and (reads := search.next_reads()):
             met = search.took(reads, (yield Sql(POSTINGS_SQL, search.read_params(reads, flt.owner))))
             if met:
                 rows = yield Sql(lexical_rows_sql(where), [met, *params])
                 search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
         offset, size = 0, 4 * limit + 60
-        while not search.final():  # the read budget ran out: bounds summed in the server, best first
-            bounds = yield Sql(BOUNDS_SQL, search.bound_params(flt.owner, offset, size))
+        while not search.final():  # past the read budget, or a narrow filter: bounds summed in the server
+            bounds = yield Sql(bounds_sql(where if narrow else None),
+                               [*search.bound_params(flt.owner), *(params if narrow else []), size, offset])
             new = search.rescored(bounds)
             if new:
                 rows = yield Sql(lexical_rows_sql(where), [new, *params])
