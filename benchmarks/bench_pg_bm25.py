@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_pg_bm25 load URL N        # fill URL (a schema of its own) with N memories
     python -m benchmarks.bench_pg_bm25 measure URL OUT   # time BM25 and hybrid search; write OUT (JSON)
+    python -m benchmarks.bench_pg_bm25 reference URL OUT # exact BM25 over every matching row (no index)
     python -m benchmarks.bench_pg_bm25 compare A B       # top-10 overlap of two measurements
 
 ``load`` writes the memories of :func:`memroute.eval.bench_corpus.bench_corpus` (distinct real texts, then
@@ -109,16 +110,50 @@ def measure(url: str, out: Path) -> None:
                       for k, v in result.items()}))
 
 
+def reference(url: str, out: Path) -> None:
+    """The BM25 top 10 of each query scored over every row that holds a query term (read from the table,
+    no postings, no cut): what an exact search must return. Same statistics as the store's."""
+    import psycopg
+
+    from memroute.stores.pg_sql import bm25_scores, split_schema, tsquery
+
+    conninfo, schema = split_schema(url)
+    tops: dict[str, list[list[Any]]] = {"bm25": [], "bm25_ctx": []}
+    with psycopg.connect(conninfo) as conn:
+        if schema:
+            conn.execute(f"SET search_path = {schema}, public")
+        docs, s_own, s_ctx = conn.execute("SELECT count(*), sum(len_own), sum(len_ctx) FROM "
+                                          "memroute_lexical").fetchone()
+        for text in bench_corpus(1, QUERIES).queries:
+            terms = sorted({t for t in ("".join(tok.split()) for tok in tokenize(text)) if t})
+            rows = conn.execute("SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical "
+                                "WHERE owner = 'owner-0' AND (tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery)",
+                                (tsquery(terms),) * 2).fetchall() if terms else []
+            dfs = {}
+            for t in terms:
+                dfs[t] = conn.execute("SELECT count(*) FILTER (WHERE tsv_own @@ %s::tsquery), count(*) FROM "
+                                      "memroute_lexical WHERE tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery",
+                                      (tsquery([t]),) * 3).fetchone()
+            for name, w_ctx in (("bm25", 0.0), ("bm25_ctx", 0.5)):
+                df = {t: max(int(v[1] if w_ctx > 0 else v[0]), 1) for t, v in dfs.items()}
+                scored = bm25_scores(rows, terms, 1.0, w_ctx, (int(docs), float(s_own), float(s_ctx)), df)
+                scored.sort(key=lambda s: (-s[0], s[1]))
+                tops[name].append([[mid, score] for score, _, mid in scored[:10]])
+    out.write_text(json.dumps({k: {"top10": v} for k, v in tops.items()}), encoding="utf-8")
+
+
 def compare(a: Path, b: Path) -> None:
     ra, rb = (json.loads(p.read_text(encoding="utf-8")) for p in (a, b))
     for name in ("bm25", "bm25_ctx", "hybrid"):
+        if name not in ra or name not in rb:
+            continue
         same, overlap, scores = 0, 0.0, 0.0
         pairs = list(zip(ra[name]["top10"], rb[name]["top10"], strict=True))
         for x, y in pairs:
             ids_x = [h[0] if isinstance(h, list) else h for h in x]
             ids_y = [h[0] if isinstance(h, list) else h for h in y]
             same += ids_x == ids_y
-            overlap += len(set(ids_x) & set(ids_y)) / max(len(ids_x), len(ids_y), 1)
+            overlap += len(set(ids_x) & set(ids_y)) / max(len(ids_x), len(ids_y)) if ids_x or ids_y else 1.0
             if x and isinstance(x[0], list):
                 scores = max([scores] + [abs(p[1] - q[1]) for p, q in zip(x, y, strict=False)])
         print(f"{name}: identical top-10 lists {same} / {len(pairs)}; mean overlap {overlap / len(pairs):.4f}"
@@ -134,6 +169,9 @@ if __name__ == "__main__":
     p = sub.add_parser("measure")
     p.add_argument("url")
     p.add_argument("out", type=Path)
+    p = sub.add_parser("reference")
+    p.add_argument("url")
+    p.add_argument("out", type=Path)
     p = sub.add_parser("compare")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
@@ -142,5 +180,7 @@ if __name__ == "__main__":
         load(args.url, args.n)
     elif args.command == "measure":
         measure(args.url, args.out)
+    elif args.command == "reference":
+        reference(args.url, args.out)
     else:
         compare(args.a, args.b)
