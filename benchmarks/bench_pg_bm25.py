@@ -94,14 +94,14 @@ def measure(url: str, out: Path) -> None:
             cpu.append((time.process_time() - c) * 1000)
             tops.append([[h.id, h.score] for h in hits])
         result[name] = {"wall_ms": _pct(wall), "cpu_ms": _pct(cpu), "top10": tops}
-    wall, cpu, tops = [], [], []
+    wall, cpu, ids = [], [], []
     for text in corpus_queries[:HYBRID]:
         t, c = time.perf_counter(), time.process_time()
-        hits = mem.search(text, mode="hybrid", limit=10)
+        found = mem.search(text, mode="hybrid", limit=10)
         wall.append((time.perf_counter() - t) * 1000)
         cpu.append((time.process_time() - c) * 1000)
-        tops.append([h.memory.id for h in hits])
-    result["hybrid"] = {"wall_ms": _pct(wall), "cpu_ms": _pct(cpu), "top10": tops}
+        ids.append([h.memory.id for h in found])
+    result["hybrid"] = {"wall_ms": _pct(wall), "cpu_ms": _pct(cpu), "top10": ids}
     result["load_average_end"] = os.getloadavg()
     result["finished"] = datetime.now(UTC).isoformat("T", "seconds")
     mem.close()
@@ -123,7 +123,7 @@ def reference(url: str, out: Path) -> None:
         if schema:
             conn.execute(f"SET search_path = {schema}, public")
         docs, s_own, s_ctx = conn.execute("SELECT count(*), sum(len_own), sum(len_ctx) FROM "
-                                          "memroute_lexical").fetchone()
+                                          "memroute_lexical").fetchone() or (0, 0, 0)
         for text in bench_corpus(1, QUERIES).queries:
             terms = sorted({t for t in ("".join(tok.split()) for tok in tokenize(text)) if t})
             rows = conn.execute("SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical "
@@ -133,7 +133,7 @@ def reference(url: str, out: Path) -> None:
             for t in terms:
                 dfs[t] = conn.execute("SELECT count(*) FILTER (WHERE tsv_own @@ %s::tsquery), count(*) FROM "
                                       "memroute_lexical WHERE tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery",
-                                      (tsquery([t]),) * 3).fetchone()
+                                      (tsquery([t]),) * 3).fetchone() or (0, 0)
             for name, w_ctx in (("bm25", 0.0), ("bm25_ctx", 0.5)):
                 df = {t: max(int(v[1] if w_ctx > 0 else v[0]), 1) for t, v in dfs.items()}
                 scored = bm25_scores(rows, terms, 1.0, w_ctx, (int(docs), float(s_own), float(s_ctx)), df)
