@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from memroute.stores import MemoryRecord, bm25, open_store, pg_bm25
-from memroute.stores.pg_bm25 import READ_BUDGET, ImpactSearch
+from memroute.stores.pg_bm25 import READ_BUDGET, SUM_BELOW, ImpactSearch
 from memroute.stores.pg_sql import bm25_scores, tsquery, where_clause
 from memroute.types import MemoryItem, MemoryKind, SearchFilter
 from tests.pg_server import PgServer
@@ -109,11 +109,13 @@ def test_impacts_are_bm25s_term_frequency_part(pg_server: PgServer) -> None:
     store.close()
 
 
-@pytest.mark.parametrize("budget", [READ_BUDGET, 0])
+@pytest.mark.parametrize(("budget", "sum_below"), [(READ_BUDGET, SUM_BELOW), (10**9, 0), (0, 0), (READ_BUDGET, 0)])
 def test_top_k_equals_exact_bm25_through_writes_updates_deletes_and_drift(pg_server: PgServer, budget: int,
+                                                                          sum_below: int,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the default read budget and with none (every search ranks by the bounds summed in the server)."""
+    """With the defaults, with impact-ordered reads only, with sums in the server only, and with both."""
     monkeypatch.setattr(pg_bm25, "READ_BUDGET", budget)
+    monkeypatch.setattr(pg_bm25, "SUM_BELOW", sum_below)
     url = pg_server.new_database()
     store = open_store(url)
     store.bind_model("m", 4)

@@ -14,11 +14,11 @@ it meets (with the search's filters) and scores them with exact BM25, the same c
 (:func:`memroute.stores.pg_sql.bm25_scores`). It stops when no memory it has not met can reach the current
 ``limit``-th score: such a memory's impact in each list is at most the last impact read there, so its score is
 at most :meth:`ImpactSearch.bound`. A query of many frequent terms (a long utterance) cannot be proven early
-that way; once the reads pass ``READ_BUDGET`` postings (at once under a narrow filter), the server sums each
-memory's bound over the lists in one aggregate over the index entries (:func:`bounds_sql`), and memories are
-scored exactly in the order of their bounds until the ``limit``-th score beats the next bound. What is
-returned is therefore the exact BM25 top ``limit`` over every matching memory, ties in insertion order, as
-the SQLite store gives it.
+that way; once the reads pass ``READ_BUDGET`` postings (at once for short lists or under a narrow filter),
+the server sums each memory's bound over the lists in one aggregate over the index entries
+(:func:`bounds_sql`), and memories are scored exactly in the order of their bounds until the ``limit``-th
+score beats the next bound. What is returned is therefore the exact BM25 top ``limit`` over every matching
+memory, ties in insertion order, as the SQLite store gives it.
 
 The bound holds for any field weights and any drift of the average length (``memroute_meta`` keeps the ``A``
 the impacts were computed with):
@@ -45,10 +45,14 @@ from memroute.stores import bm25
 
 FIRST_CHUNK = 64
 """Postings read from a list the first time; each further read of the same list doubles it."""
-READ_BUDGET = 3000
+READ_BUDGET = 300
 """Postings the impact-ordered reads may take before the search switches to summing bounds in the server:
 a query of many frequent terms (a long utterance) cannot be proven early, as a memory holding all of its
 terms once could still win, and then one aggregate over the lists is cheaper than reading them in chunks."""
+SUM_BELOW = 30_000
+"""A query whose terms' document frequencies add up to at most this many postings sums the bounds in the
+server at once: one aggregate over that many index entries cost no more than the impact-ordered reads (a few
+statements and the rows met scored in Python) at 100k memories on the benchmark machine."""
 SLACK = 1e-6
 """Impacts are stored as ``real`` (24-bit mantissa): the bound is raised by this much so rounding never cuts."""
 DRIFT = 1.25
@@ -182,7 +186,7 @@ class ImpactSearch:
 
         A list is read when its share of the bound is at least the gap to close divided by the number of
         lists: the list that holds the bound up most is always among them."""
-        if self.final() or self.postings_read >= READ_BUDGET:
+        if self.final() or self.postings_read >= READ_BUDGET or sum(self.dfs.values()) <= SUM_BELOW:
             return None
         bound, theta = self.bound(), self.threshold()
         gap = (bound - theta) / len(self.lists)
