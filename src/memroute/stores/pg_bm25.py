@@ -65,9 +65,6 @@ _OF = ("memroute_postings_of(r.owner, r.row_id, r.tokens, r.context_tokens, r.le
        "r.tsv_ctx, (SELECT value::float8 FROM memroute_meta WHERE key = 'bm25_avgdl'))")
 """A lexical row ``r``'s postings, by the function of migration 5 (the triggers use the same)."""
 
-POSTINGS_INDEX = ("memroute_postings_term", "memroute_postings", "(owner, field, term, impact DESC, row_id)")
-"""(name, table, method) of the index searches read the postings through."""
-
 AVGDL_SQL = ("SELECT coalesce(sum(len_own)::float8 / nullif(count(*), 0), %s), "
              "(SELECT value::float8 FROM memroute_meta WHERE key = 'bm25_avgdl') FROM memroute_lexical")
 """(the average own length now, the reference of the impacts)."""
