@@ -22,6 +22,18 @@ import numpy.typing as npt
 from memroute.errors import DependencyError, SchemaVersionError, StoreError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.migrations.postgres import MIGRATIONS
+from memroute.stores.pg_bm25 import (
+    AVGDL_SQL,
+    DEFAULT_AVGDL,
+    POSTINGS_SQL,
+    REFERENCE_SQL,
+    REFRESH_SQL,
+    SNAPSHOT_SQL,
+    ImpactSearch,
+    bounds_sql,
+    lexical_rows_sql,
+    needs_refresh,
+)
 from memroute.stores.pg_sql import (
     ADD_MESSAGES_SQL,
     ALL_STATE_SQL,
@@ -51,8 +63,8 @@ from memroute.stores.pg_sql import (
     SearchCache,
     array,
     batch_params,
-    bm25_query,
-    bm25_rank,
+    bm25_scores,
+    bm25_terms,
     memory_of,
     message_of,
     model_mismatch,
@@ -260,9 +272,22 @@ class PgOperations:
         yield Sql(DROP_INDEXES_SQL)
 
     def op_create_search_indexes(self) -> Op[None]:
+        yield from self.op_refresh_postings()
         for name, table, method in SEARCH_INDEXES:
             yield Sql(f"CREATE INDEX IF NOT EXISTS {name} ON {table} {method}")
         yield Sql(ANALYZE_SQL)
+
+    def op_refresh_postings(self, force: bool = False) -> Op[bool]:
+        """Recompute the BM25 impacts if the average length moved by more than ``DRIFT`` from theirs (searches
+        are exact either way; they read less after it); True if it did."""
+        (now, reference), = yield Sql(AVGDL_SQL, (DEFAULT_AVGDL,))
+        if not force and not needs_refresh(float(now), reference):
+            return False
+        truncate, set_reference, fill = REFRESH_SQL
+        yield Sql(truncate)
+        yield Sql(set_reference, (repr(float(now)),))
+        yield Sql(fill)
+        return True
 
     def op_get(self, ids: Sequence[str], owner: str) -> Op[list[MemoryItem]]:
         if not ids:
@@ -311,13 +336,12 @@ class PgOperations:
     # -------------------------------------------------------------------------------------- search
     def op_search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
                        weights: tuple[float, float]) -> Op[list[ScoredId]]:
-        query = bm25_query(tokens, flt, weights)
+        """Exact BM25 top ``limit`` from the impact-ordered postings, stopping early (:mod:`.pg_bm25`)."""
+        query = bm25_terms(tokens, weights)
         if query is None or limit <= 0:
             return []
-        terms, w_own, w_ctx, candidates_sql, params = query
-        rows = yield Sql(candidates_sql, params)
-        if not rows:
-            return []
+        terms, w_own, w_ctx = query
+        yield Sql(SNAPSHOT_SQL)
         collection = self._cache.collection() or self._cache.set_collection((yield Sql(STATS_SQL))[0])
         missing = self._cache.missing_df(terms)
         if missing:
@@ -327,7 +351,29 @@ class PgOperations:
             for term, row in zip(missing, found, strict=True):
                 own, any_field = row or (0, 0)
                 self._cache.set_df(term, own, any_field)
-        return bm25_rank(rows, terms, w_own, w_ctx, collection, self._cache.dfs(terms, w_ctx > 0), limit)
+        dfs = self._cache.dfs(terms, w_ctx > 0)
+        reference = (yield Sql(REFERENCE_SQL))
+        search = ImpactSearch(terms, w_own, w_ctx, collection, dfs, limit,
+                              float(reference[0][0]) if reference else DEFAULT_AVGDL)
+        where, params = where_clause(flt)
+        narrow = flt.session_id is not None or flt.start is not None or flt.end is not None
+        while not narrow and (reads := search.next_reads()):
+            met = search.took(reads, (yield Sql(POSTINGS_SQL, search.read_params(reads, flt.owner))))
+            if met:
+                rows = yield Sql(lexical_rows_sql(where), [met, *params])
+                search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+        offset, size = 0, 4 * limit + 60
+        while not search.final():  # past the read budget, or a narrow filter: bounds summed in the server
+            bounds = yield Sql(bounds_sql(where if narrow else None),
+                               [*search.bound_params(flt.owner), *(params if narrow else []), size, offset])
+            new = search.rescored(bounds)
+            if new:
+                rows = yield Sql(lexical_rows_sql(where), [new, *params])
+                search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+            if len(bounds) < size or (len(search.best) >= limit and search.threshold() > bounds[-1][1]):
+                break
+            offset, size = offset + size, 2 * size
+        return [ScoredId(mid, score) for score, mid in search.answer()]
 
     def op_search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
                          exact: bool | None) -> Op[list[ScoredId]]:

@@ -24,7 +24,7 @@ from memroute.stores import bm25
 from memroute.stores.base import MemoryRecord, checked_vector
 from memroute.text.tokenizers import index_terms
 from memroute.times import checked_time
-from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
+from memroute.types import MemoryItem, MemoryKind, Message, SearchFilter, Sensitivity, utcnow
 
 try:
     import psycopg
@@ -34,7 +34,6 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the extra
     raise DependencyError("the PostgreSQL store needs: pip install 'memroute[postgres]'") from exc
 
-BM25_CANDIDATES = 2000
 EXACT_ROWS = 5000
 """Owners with at most this many memories get an exact vector scan instead of the HNSW graph: both take a
 few milliseconds there (measured in docs/benchmarks.md), and exact answers equal SQLite's."""
@@ -113,6 +112,7 @@ SEARCH_INDEXES = (
     ("memroute_memories_embedding", "memroute_memories", HNSW),
     ("memroute_lexical_tsv_own", "memroute_lexical", "USING gin (tsv_own)"),
     ("memroute_lexical_tsv_ctx", "memroute_lexical", "USING gin (tsv_ctx)"),
+    ("memroute_postings_term", "memroute_postings", "(owner, field, term, impact DESC, row_id)"),
 )
 """(name, table, method) of the indexes ``bulk_load`` may drop and rebuild (the same as the migrations create)."""
 DROP_INDEXES_SQL = "DROP INDEX IF EXISTS " + ", ".join(name for name, _, _ in SEARCH_INDEXES)
@@ -313,26 +313,17 @@ class SearchCache:
                 self.owner_rows[rec.memory.owner] = (hit[0], hit[1] + 1)
 
 
-def bm25_query(tokens: Sequence[str], flt: SearchFilter,
-               weights: tuple[float, float]) -> tuple[list[str], float, float, str, list[Any]] | None:
-    """(terms, own weight, context weight, SQL, params) of the candidate query, or None if nothing to search."""
+def bm25_terms(tokens: Sequence[str], weights: tuple[float, float]) -> tuple[list[str], float, float] | None:
+    """(terms, own weight, context weight) of a search, or None if nothing to search."""
     terms = sorted({t for t in ("".join(tok.split()) for tok in tokens) if t})
     w_own, w_ctx = float(weights[0]), max(float(weights[1]), 0.0)
-    if not terms:
-        return None
-    query = tsquery(terms)
-    where, params = where_clause(flt)
-    match = "(tsv_own @@ %s::tsquery" + (" OR tsv_ctx @@ %s::tsquery)" if w_ctx > 0 else ")")
-    match_params = [query, query] if w_ctx > 0 else [query]
-    return terms, w_own, w_ctx, (
-        f"SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical m WHERE {where} AND "
-        f"{match} ORDER BY ts_rank(tsv_own, %s::tsquery) DESC, row_id LIMIT %s"), \
-        [*params, *match_params, query, BM25_CANDIDATES]
+    return (terms, w_own, w_ctx) if terms else None
 
 
-def bm25_rank(rows: Sequence[Any], terms: Sequence[str], w_own: float, w_ctx: float,
-              collection: tuple[int, float, float], dfs: dict[str, int], limit: int) -> list[ScoredId]:
-    """Okapi BM25 (two weighted fields) of the candidate rows; ties in insertion order, as in SQLite."""
+def bm25_scores(rows: Sequence[Any], terms: Sequence[str], w_own: float, w_ctx: float,
+                collection: tuple[int, float, float], dfs: dict[str, int]) -> list[tuple[float, int, str]]:
+    """Okapi BM25 (two weighted fields) of lexical rows (id, tokens, context tokens, lengths, row_id):
+    (score, row_id, id) of those scoring above 0."""
     docs, sum_own, sum_ctx = collection
     avgdl = (w_own * sum_own + w_ctx * sum_ctx) / max(docs, 1)
     if avgdl <= 0:
@@ -347,9 +338,8 @@ def bm25_rank(rows: Sequence[Any], terms: Sequence[str], w_own: float, w_ctx: fl
             if tf > 0:
                 score += bm25.term_score(bm25.idf(docs, dfs[term]), tf, dl, avgdl)
         if score > 0:
-            scored.append((-score, row_id, mid))
-    scored.sort()
-    return [ScoredId(mid, -neg) for neg, _, mid in scored[:limit]]
+            scored.append((score, int(row_id), mid))
+    return scored
 
 
 def vector_settings(exact: bool, limit: int) -> str:

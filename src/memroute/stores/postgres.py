@@ -8,12 +8,13 @@ keeps a store in a schema of its own (created on first open), so one database ca
   text and as ``tsvector`` columns built from them and the parts of their hyphenated words
   (:func:`memroute.text.index_terms`, migration 4), in a narrow table of their own
   (``memroute_lexical``, migration 3) (``array_to_tsvector``: no parser, no stemming),
-  one for the memory's own words and one for its context, each with a GIN index. The GIN index finds the
-  matching rows; they are scored with the same Okapi BM25 as the SQLite store (:mod:`memroute.stores.bm25`),
-  with N, n and the average length read from the table (cached for five minutes). ``ts_rank`` / ``ts_rank_cd``
-  are not BM25 (no length normalisation against the collection, no IDF) and are used only to keep the best
-  ``BM25_CANDIDATES`` rows when a query matches more than that; below that bound the ranking is exact BM25,
-  ties broken by insertion order as in SQLite, so scores fuse the same way on both backends.
+  one for the memory's own words and one for its context, each with a GIN index (document frequencies).
+  Searches read ``memroute_postings`` (migration 5, kept by triggers): per owner, field and term, each
+  memory's BM25 term-frequency part ("impact"), best first, and stop as soon as no memory not met yet can
+  enter the answer; the memories met are scored with the same Okapi BM25 as the SQLite store
+  (:mod:`memroute.stores.bm25`), with N, n and the average length read from the table (cached for five
+  minutes). The answer is the exact BM25 top ``limit`` over every matching memory, ties broken by insertion
+  order as in SQLite, so scores fuse the same way on both backends (:mod:`memroute.stores.pg_bm25`).
 - Vector search: a pgvector ``vector(d)`` column (stored inline, not TOASTed: an exact scan is ~8x faster)
   with an HNSW index (cosine). An owner with at most ``EXACT_ROWS`` memories is searched exactly (a scan of
   its rows is as fast as the graph there, and exact like SQLite); larger ones walk the HNSW graph with
@@ -44,7 +45,6 @@ from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
 from memroute.stores.pg_sql import (
     ANALYZE_SQL,
-    BM25_CANDIDATES,
     DROP_INDEXES_SQL,
     EXACT_ROWS,
     LOAD_COLUMNS,
@@ -54,8 +54,6 @@ from memroute.stores.pg_sql import (
     STAGING_DDL,
     UTC_SESSION_SQL,
     SearchCache,
-    bm25_query,
-    bm25_rank,
     memory_of,
     record_rows,
     safe_url,
@@ -75,8 +73,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the extra
     raise DependencyError("the PostgreSQL store needs: pip install 'memroute[postgres]'") from exc
 
-__all__ = ["BM25_CANDIDATES", "EXACT_ROWS", "LOAD_BATCH", "SEARCH_INDEXES", "PostgresStore", "SearchCache",
-           "bm25_query", "bm25_rank", "memory_of", "record_rows", "run_op", "safe_url", "split_schema",
+__all__ = ["EXACT_ROWS", "LOAD_BATCH", "SEARCH_INDEXES", "PostgresStore", "SearchCache",
+           "memory_of", "record_rows", "run_op", "safe_url", "split_schema",
            "translate_errors", "vector_query", "vector_settings", "where_clause"]
 
 LOAD_BATCH = 2000

@@ -3,8 +3,8 @@
 The same schema, migrations, SQL and scoring as :mod:`memroute.stores.postgres`: every operation is the
 generator of :mod:`memroute.stores.pg_ops`, whose statements are awaited here on an asyncio connection, one
 operation per transaction. Nothing blocks the event loop but the operations' own arithmetic between
-statements (building rows, BM25 scoring of at most ``BM25_CANDIDATES`` rows): well under a millisecond to
-a few milliseconds. ``AsyncPostgresStore.open(url)`` migrates and fills the pool; ``close()`` empties it.
+statements (building rows, BM25 scoring of the memories a search meets): well under a millisecond to a
+few milliseconds. ``AsyncPostgresStore.open(url)`` migrates and fills the pool; ``close()`` empties it.
 A connection the server dropped fails the request it was serving (``StoreError``); the pool checks
 connections when they are taken, so the next request gets a new one.
 """

@@ -1,0 +1,186 @@
+"""PostgreSQL BM25 and hybrid search on the distinct-text bench corpus, before and after a change, same database.
+
+    python -m benchmarks.bench_pg_bm25 load URL N        # fill URL (a schema of its own) with N memories
+    python -m benchmarks.bench_pg_bm25 measure URL OUT   # time BM25 and hybrid search; write OUT (JSON)
+    python -m benchmarks.bench_pg_bm25 reference URL OUT # exact BM25 over every matching row (no index)
+    python -m benchmarks.bench_pg_bm25 compare A B       # top-10 overlap of two measurements
+
+``load`` writes the memories of :func:`memroute.eval.bench_corpus.bench_corpus` (distinct real texts, then
+distinct combinations of two; their cached ``use-m3`` vectors, :func:`corpus_vectors`) with ``bulk_load``
+(binary COPY, then the HNSW and GIN indexes built once): dates and sessions as ``memroute bench store``
+gives them, one owner. A combination's tokens are its two texts' tokens one after the other (tokenising
+1M texts would measure the tokenisers). ``measure`` times what ``memroute bench store`` times, on the
+held-out queries: ``search_bm25`` of the query's tokens (weights 1 / 0, and 1 / 0.5 as hybrid search asks)
+and ``Memory.search(mode="hybrid")`` (embedding, both searches, fusion, loading), wall and CPU time of
+this process, and keeps every top 10 so that two runs (before and after a change) can be compared. The
+first searches pay the collection statistics and document frequencies, as in ``memroute bench store``.
+Run ``measure`` with another ``PYTHONPATH`` to measure another version of memroute on the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memroute.embed import get_embedder
+from memroute.eval.bench_corpus import bench_corpus, corpus_vectors
+from memroute.eval.synthetic import synthetic_memories
+from memroute.memory import Memory
+from memroute.stores import MemoryRecord
+from memroute.text import tokenize
+
+QUERIES = 200
+HYBRID = 100
+
+
+def _pct(samples: list[float]) -> dict[str, float]:
+    arr = np.asarray(samples)
+    return {"p50": round(float(np.percentile(arr, 50)), 2), "p95": round(float(np.percentile(arr, 95)), 2),
+            "max": round(float(arr.max()), 2)}
+
+
+def load(url: str, n: int) -> None:
+    corpus = bench_corpus(n, QUERIES)
+    embedder = get_embedder().inner
+    vectors, how = corpus_vectors(embedder, corpus.distinct.texts)
+    print(corpus.describe(), "|", how, file=sys.stderr, flush=True)
+    used = sorted({j for p in corpus.parts for j in p})
+    tokens: dict[int, list[str]] = {}
+    for k, j in enumerate(used):
+        tokens[j] = tokenize(corpus.distinct.texts[j])
+        if k % 20000 == 0:
+            print(f"  tokenised {k:,} / {len(used):,}", file=sys.stderr, flush=True)
+    mem = Memory.open(url, owner="owner-0", embedder=embedder)
+    mem.forget(everything=True)
+    t0, c0 = time.perf_counter(), time.process_time()
+
+    def records() -> Any:
+        for i, meta in zip(range(n), synthetic_memories(n), strict=True):
+            item = mem.item_of({**meta, "text": corpus.text(i)})[0]
+            yield MemoryRecord(item, [t for j in corpus.parts[i] for t in tokens[j]], corpus.vector(i, vectors))
+            if i % 100000 == 0:
+                print(f"  loading {i:,} / {n:,} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+
+    written = mem.store.bulk_load(records(), rebuild_indexes=True)  # type: ignore[attr-defined]
+    print(json.dumps({"loaded": written, "seconds": round(time.perf_counter() - t0, 1),
+                      "cpu_s": round(time.process_time() - c0, 1), "corpus": corpus.describe(),
+                      "load_average": os.getloadavg(), "finished": datetime.now(UTC).isoformat("T", "seconds")}))
+    mem.close()
+
+
+def measure(url: str, out: Path) -> None:
+    corpus_queries = bench_corpus(1, QUERIES).queries
+    embedder = get_embedder().inner
+    mem = Memory.open(url, owner="owner-0", embedder=embedder)
+    store, flt = mem.store, mem.filter()
+    embedder.embed(["load the model"], side="query")
+    result: dict[str, Any] = {"memories": store.count(), "started": datetime.now(UTC).isoformat("T", "seconds"),
+                              "load_average_start": os.getloadavg()}
+    for name, weights in (("bm25", (1.0, 0.0)), ("bm25_ctx", (1.0, 0.5))):
+        wall, cpu, tops = [], [], []
+        for text in corpus_queries:
+            toks = tokenize(text)
+            t, c = time.perf_counter(), time.process_time()
+            hits = store.search_bm25(toks, flt, 10, weights=weights)
+            wall.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+            tops.append([[h.id, h.score] for h in hits])
+        result[name] = {"wall_ms": _pct(wall), "cpu_ms": _pct(cpu), "top10": tops}
+    wall, cpu, ids = [], [], []
+    for text in corpus_queries[:HYBRID]:
+        t, c = time.perf_counter(), time.process_time()
+        found = mem.search(text, mode="hybrid", limit=10)
+        wall.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+        ids.append([h.memory.id for h in found])
+    result["hybrid"] = {"wall_ms": _pct(wall), "cpu_ms": _pct(cpu), "top10": ids}
+    result["load_average_end"] = os.getloadavg()
+    result["finished"] = datetime.now(UTC).isoformat("T", "seconds")
+    mem.close()
+    out.write_text(json.dumps(result), encoding="utf-8")
+    print(json.dumps({k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if kk != "top10"})
+                      for k, v in result.items()}))
+
+
+def reference(url: str, out: Path) -> None:
+    """The BM25 top 10 of each query scored over every row that holds a query term (read from the table,
+    no postings, no cut): what an exact search must return. Same statistics as the store's."""
+    import psycopg
+
+    from memroute.stores.pg_sql import bm25_scores, split_schema, tsquery
+
+    conninfo, schema = split_schema(url)
+    tops: dict[str, list[list[Any]]] = {"bm25": [], "bm25_ctx": []}
+    with psycopg.connect(conninfo) as conn:
+        if schema:
+            conn.execute(f"SET search_path = {schema}, public")
+        docs, s_own, s_ctx = conn.execute("SELECT count(*), sum(len_own), sum(len_ctx) FROM "
+                                          "memroute_lexical").fetchone() or (0, 0, 0)
+        for text in bench_corpus(1, QUERIES).queries:
+            terms = sorted({t for t in ("".join(tok.split()) for tok in tokenize(text)) if t})
+            rows = conn.execute("SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical "
+                                "WHERE owner = 'owner-0' AND (tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery)",
+                                (tsquery(terms),) * 2).fetchall() if terms else []
+            dfs = {}
+            for t in terms:
+                dfs[t] = conn.execute("SELECT count(*) FILTER (WHERE tsv_own @@ %s::tsquery), count(*) FROM "
+                                      "memroute_lexical WHERE tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery",
+                                      (tsquery([t]),) * 3).fetchone() or (0, 0)
+            for name, w_ctx in (("bm25", 0.0), ("bm25_ctx", 0.5)):
+                df = {t: max(int(v[1] if w_ctx > 0 else v[0]), 1) for t, v in dfs.items()}
+                scored = bm25_scores(rows, terms, 1.0, w_ctx, (int(docs), float(s_own), float(s_ctx)), df)
+                scored.sort(key=lambda s: (-s[0], s[1]))
+                tops[name].append([[mid, score] for score, _, mid in scored[:10]])
+    out.write_text(json.dumps({k: {"top10": v} for k, v in tops.items()}), encoding="utf-8")
+
+
+def compare(a: Path, b: Path) -> None:
+    ra, rb = (json.loads(p.read_text(encoding="utf-8")) for p in (a, b))
+    for name in ("bm25", "bm25_ctx", "hybrid"):
+        if name not in ra or name not in rb:
+            continue
+        same, overlap, scores = 0, 0.0, 0.0
+        pairs = list(zip(ra[name]["top10"], rb[name]["top10"], strict=True))
+        for x, y in pairs:
+            ids_x = [h[0] if isinstance(h, list) else h for h in x]
+            ids_y = [h[0] if isinstance(h, list) else h for h in y]
+            same += ids_x == ids_y
+            overlap += len(set(ids_x) & set(ids_y)) / max(len(ids_x), len(ids_y)) if ids_x or ids_y else 1.0
+            if x and isinstance(x[0], list):
+                scores = max([scores] + [abs(p[1] - q[1]) for p, q in zip(x, y, strict=False)])
+        print(f"{name}: identical top-10 lists {same} / {len(pairs)}; mean overlap {overlap / len(pairs):.4f}"
+              + (f"; largest score difference at the same rank {scores:.2e}" if name != "hybrid" else ""))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_pg_bm25")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("load")
+    p.add_argument("url")
+    p.add_argument("n", type=int)
+    p = sub.add_parser("measure")
+    p.add_argument("url")
+    p.add_argument("out", type=Path)
+    p = sub.add_parser("reference")
+    p.add_argument("url")
+    p.add_argument("out", type=Path)
+    p = sub.add_parser("compare")
+    p.add_argument("a", type=Path)
+    p.add_argument("b", type=Path)
+    args = parser.parse_args()
+    if args.command == "load":
+        load(args.url, args.n)
+    elif args.command == "measure":
+        measure(args.url, args.out)
+    elif args.command == "reference":
+        reference(args.url, args.out)
+    else:
+        compare(args.a, args.b)

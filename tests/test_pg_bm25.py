@@ -1,0 +1,210 @@
+"""PostgreSQL BM25 from impact-ordered postings (migration 5, ``memroute.stores.pg_bm25``), on a real server.
+
+The reference is exact BM25 over every row a query matches (the same scoring, no early stop): the search
+must give the same top ``limit``, ties in insertion order, after writes, updates, deletes, bulk loads that
+move the average length, and with filters.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from memroute.stores import MemoryRecord, bm25, open_store, pg_bm25
+from memroute.stores.pg_bm25 import READ_BUDGET, SUM_BELOW, ImpactSearch
+from memroute.stores.pg_sql import bm25_scores, tsquery, where_clause
+from memroute.types import MemoryItem, MemoryKind, SearchFilter
+from tests.pg_server import PgServer
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+WORDS = [f"w{i}" for i in range(60)]
+
+
+def _word(rng: random.Random) -> str:
+    return WORDS[min(int(rng.paretovariate(0.9)) - 1, len(WORDS) - 1)]  # a few frequent words, a long tail
+
+
+def _record(i: int, rng: random.Random, owner: str = "o", long: bool = False) -> MemoryRecord:
+    n = rng.randint(8, 40) if long else rng.randint(1, 9)
+    tokens = [_word(rng) for _ in range(n)]
+    if rng.random() < 0.1:
+        tokens.append(f"{_word(rng)}-{_word(rng)}")  # indexed under its parts too
+    ctx = [_word(rng) for _ in range(rng.randint(1, 6))] if rng.random() < 0.4 else []
+    kind = MemoryKind.NOTE if i % 3 else MemoryKind.EPISODE
+    item = MemoryItem(id=f"m{i}", owner=owner, text=" ".join(tokens), kind=kind,
+                      archived=rng.random() < 0.05, occurred_at=T0 + timedelta(days=rng.randrange(100)))
+    return MemoryRecord(item, tokens, np.asarray([1.0, i % 7, 0.0, 1.0], dtype=np.float32), ctx)
+
+
+def _exact(url: str, terms: list[str], flt: SearchFilter, limit: int, weights: tuple[float, float]) -> list[str]:
+    """Exact BM25 over every matching row: statistics and frequencies over the whole table, as the store."""
+    terms = sorted(set(terms))
+    where, params = where_clause(flt)
+    q = tsquery(terms)
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical m "
+                            f"WHERE {where} AND (tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery)",
+                            [*params, q, q]).fetchall()
+        docs, s_own, s_ctx = conn.execute("SELECT count(*), sum(len_own), sum(len_ctx) FROM "
+                                          "memroute_lexical").fetchone()
+        dfs = {}
+        for t in terms:
+            own, any_field = conn.execute("SELECT count(*) FILTER (WHERE tsv_own @@ %s::tsquery), count(*) FROM "
+                                          "memroute_lexical WHERE tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery",
+                                          (tsquery([t]),) * 3).fetchone()
+            dfs[t] = max(any_field if weights[1] > 0 else own, 1)
+    scored = bm25_scores(rows, terms, weights[0], max(weights[1], 0.0), (docs, float(s_own), float(s_ctx)), dfs)
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [mid for _, _, mid in scored[:limit]]
+
+
+def _postings_match_the_rows(url: str) -> None:
+    """The postings are exactly those the lexical rows give now (nothing missing, nothing left behind)."""
+    with psycopg.connect(url) as conn:
+        fresh = ("SELECT q.* FROM memroute_lexical r CROSS JOIN LATERAL memroute_postings_of(r.owner, r.row_id, "
+                 "r.tokens, r.context_tokens, r.len_own, r.len_ctx, r.tsv_own, r.tsv_ctx, (SELECT value::float8 "
+                 "FROM memroute_meta WHERE key = 'bm25_avgdl')) q")
+        missing = conn.execute(f"{fresh} EXCEPT ALL SELECT * FROM memroute_postings").fetchall()
+        extra = conn.execute(f"SELECT * FROM memroute_postings EXCEPT ALL {fresh}").fetchall()
+    assert missing == [] and extra == []
+
+
+def _check_queries(url: str, store: Any, rng: random.Random, owner: str = "o", n: int = 40) -> None:
+    fresh = open_store(url)  # no cached statistics
+    try:
+        for k in range(n):
+            terms = [_word(rng) for _ in range(rng.randint(1, 4))]
+            weights = (1.0, 0.0) if k % 2 else (1.0, 0.5)
+            flts = [SearchFilter(owner=owner),
+                    SearchFilter(owner=owner, include_archived=True, kinds=(MemoryKind.NOTE,)),
+                    SearchFilter(owner=owner, start=T0 + timedelta(days=20), end=T0 + timedelta(days=50))]
+            flt = flts[k % 3]
+            limit = (10, 3, 25)[k % 3]
+            got = [h.id for h in fresh.search_bm25(terms, flt, limit, weights=weights)]
+            assert got == _exact(url, terms, flt, limit, weights), (terms, flt, weights)
+    finally:
+        fresh.close()
+
+
+def test_impacts_are_bm25s_term_frequency_part(pg_server: PgServer) -> None:
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(1)
+    store.upsert([_record(i, rng) for i in range(50)])
+    with psycopg.connect(url) as conn:
+        avgdl = float(conn.execute("SELECT value FROM memroute_meta WHERE key = 'bm25_avgdl'").fetchone()[0])
+        rows = conn.execute("SELECT l.tokens, l.len_own, p.term, p.impact FROM memroute_postings p JOIN "
+                            "memroute_lexical l USING (row_id) WHERE p.field = 0 AND strpos(l.tokens, '-') = 0"
+                            ).fetchall()
+    assert len(rows) > 50
+    for tokens, length, term, impact in rows:
+        tf = tokens.split().count(term)
+        assert impact == pytest.approx(bm25.term_score(1.0, float(tf), float(length), avgdl), rel=1e-6)
+    store.close()
+
+
+@pytest.mark.parametrize(("budget", "sum_below"), [(READ_BUDGET, SUM_BELOW), (10**9, 0), (0, 0), (READ_BUDGET, 0)])
+def test_top_k_equals_exact_bm25_through_writes_updates_deletes_and_drift(pg_server: PgServer, budget: int,
+                                                                          sum_below: int,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the defaults, with impact-ordered reads only, with sums in the server only, and with both."""
+    monkeypatch.setattr(pg_bm25, "READ_BUDGET", budget)
+    monkeypatch.setattr(pg_bm25, "SUM_BELOW", sum_below)
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(7)
+    store.upsert([_record(i, rng) for i in range(1500)])
+    store.upsert([_record(i, rng, owner="other") for i in range(300)])  # statistics count every owner
+    _postings_match_the_rows(url)
+    _check_queries(url, store, rng)
+    # updates (same ids, new words), deletes, and long memories that move the average length far from the
+    # impacts' reference without a refresh: the bound loosens, the answer stays exact
+    store.upsert([_record(i, rng, long=True) for i in range(0, 1500, 2)])
+    assert store.delete([f"m{i}" for i in range(1, 1500, 7)], "o") > 0
+    store.delete_where("other")
+    _postings_match_the_rows(url)
+    _check_queries(url, store, rng)
+    store.close()
+
+
+def test_a_bulk_load_recomputes_impacts_when_the_average_length_moved(pg_server: PgServer) -> None:
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(3)
+
+    def reference() -> float:
+        with psycopg.connect(url) as conn:
+            return float(conn.execute("SELECT value FROM memroute_meta WHERE key = 'bm25_avgdl'").fetchone()[0])
+
+    assert reference() == 10.0  # an empty store's
+    store.bulk_load([_record(i, rng, long=True) for i in range(800)], rebuild_indexes=True)
+    with psycopg.connect(url) as conn:
+        avg = float(conn.execute("SELECT avg(len_own) FROM memroute_lexical").fetchone()[0])
+    assert reference() == pytest.approx(avg) and avg > 12.5
+    _postings_match_the_rows(url)
+    _check_queries(url, store, rng, n=20)
+    store.close()
+
+
+def test_the_search_stops_before_reading_a_long_list() -> None:
+    """Unit: a rare term's few memories outscore anything a frequent term's long list could give, so that list
+    is never read; while the answer is open, lists with a share of the bound are read, then the rest."""
+    search = ImpactSearch(["common", "rare"], 1.0, 0.0, (100_000, 1_000_000.0, 0.0), {"common": 50_000, "rare": 3},
+                          limit=2, reference=10.0)
+    reads = search.next_reads()
+    assert reads is not None and [lst.term for _, lst in reads] == ["rare"]  # idf 10.3 against 0.7
+    met = search.took(reads, [(1, 1.5, r) for r in (1, 2, 3)])
+    assert met == [1, 2, 3] and reads[0][1].done  # fewer than asked: the list is read to its end
+    search.scored([(12.0, 1, "a"), (11.0, 2, "b"), (10.5, 3, "c")])
+    assert search.bound() < search.threshold()  # the common list cannot reach 11
+    assert search.next_reads() is None
+    assert search.answer() == [(12.0, "a"), (11.0, "b")]
+    # with only one memory scored, the answer (limit 2) is open and the common list must be read
+    open_search = ImpactSearch(["common", "rare"], 1.0, 0.0, (100_000, 1_000_000.0, 0.0),
+                               {"common": 50_000, "rare": 1}, limit=2, reference=10.0)
+    reads = open_search.next_reads()
+    assert reads is not None
+    open_search.took(reads, [(1, 1.5, 1)])
+    open_search.scored([(12.0, 1, "a")])
+    reads = open_search.next_reads()
+    assert reads is not None and [lst.term for _, lst in reads] == ["common"]
+    open_search.took(reads, [(1, 2.0 - k * 1e-3, 100 + k) for k in range(64)])
+    assert reads[0][1].chunk == 128 and not reads[0][1].done  # the next read of it is twice as long
+
+
+def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) -> None:
+    from memroute.stores.migrations.postgres import MIGRATIONS
+
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(11)
+    store.upsert([_record(i, rng) for i in range(400)])
+    store.close()
+    with psycopg.connect(url, autocommit=True) as conn:  # back to the store as memroute left it at version 4
+        conn.execute("DROP TABLE memroute_postings")
+        conn.execute("DROP FUNCTION memroute_postings_added, memroute_postings_updated, memroute_postings_deleted "
+                     "CASCADE")
+        conn.execute("DROP FUNCTION memroute_postings_of")
+        conn.execute("DELETE FROM memroute_meta WHERE key = 'bm25_avgdl'")
+        conn.execute("UPDATE memroute_meta SET value = '4' WHERE key = 'schema_version'")
+        assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'memroute_postings%'").fetchone() == (0,)
+    store = open_store(url)
+    assert store.stats().schema_version == MIGRATIONS[-1][0] == 5
+    with psycopg.connect(url) as conn:
+        avg = float(conn.execute("SELECT avg(len_own) FROM memroute_lexical").fetchone()[0])
+        ref = float(conn.execute("SELECT value FROM memroute_meta WHERE key = 'bm25_avgdl'").fetchone()[0])
+    assert ref == pytest.approx(avg)
+    _postings_match_the_rows(url)
+    _check_queries(url, store, rng, n=20)
+    store.upsert([_record(1000, rng)])  # the triggers are there
+    _postings_match_the_rows(url)
+    store.close()
