@@ -294,7 +294,7 @@ def test_migration_4_indexes_the_parts_of_hyphenated_words_of_an_existing_store(
     flt = SearchFilter(owner="o")
     store = open_store(url)
     store.bind_model("m", 4)
-    assert store.stats().schema_version == MIGRATIONS[-1][0] == 4
+    assert store.stats().schema_version == MIGRATIONS[-1][0]
     assert [h.id for h in store.search_bm25(["follow", "followup"], flt, 5)] == ["m0"]
     assert [h.id for h in store.search_bm25(["frontend"], flt, 5, weights=(1.0, 0.5))] == ["m1"]
     assert [h.id for h in store.search_bm25(["jira-123"], flt, 5)] == ["m2"]
