@@ -229,3 +229,19 @@ def test_migration_6_keeps_existing_memories_in_a_graph_of_its_own(pg_server: Pg
     store.upsert(_records(10, prefix="new"))
     assert _parts(url) == (200, 10)
     store.close()
+
+
+def test_the_asyncio_store_writes_pending_rows_and_moves_them_too(pg_server: PgServer) -> None:
+    from tests.pg_server import SyncOverAsync
+
+    url = pg_server.new_database()
+    store = SyncOverAsync(url)
+    store.bind_model("m", DIM)
+    records = _records(400)
+    store.upsert(records)
+    for rec in records[:10]:  # found at once, whichever part it is in by now
+        assert store.search_vector(rec.vector, FLT, 1, exact=False)[0].id == rec.memory.id
+    indexer = store.store._indexer
+    assert indexer is not None and indexer.idle(60) and _parts(url) == (400, 0)
+    _same_as_exact(store, [r.vector for r in _records(10, seed=1)])
+    store.close()
