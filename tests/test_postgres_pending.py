@@ -126,17 +126,16 @@ def test_pending_memories_stay_bounded_when_writes_outrun_the_graph(pg_server: P
     from memroute.stores import pg_ops
     from memroute.stores.postgres import PostgresStore
 
-    monkeypatch.setattr(pg_ops, "PENDING_ROWS", 120)
-    monkeypatch.setattr(pg_ops, "INDEX_ROWS", 50)
+    monkeypatch.setattr(pg_ops, "INDEX_ROWS", 50)  # rows a writer moves per transaction
     url = pg_server.new_database()
-    writer = PostgresStore(url, index_in_background=False)
+    writer = PostgresStore(url, index_in_background=False, pending_rows=120)
     writer.bind_model("m", DIM)
     records = _records(600)
     for start in range(0, 300, 60):
         writer.upsert(records[start:start + 60])
         assert sum(_parts(url)) == start + 60 and _parts(url)[1] <= 120
     # a second writer counts the pending rows when it opens; each write leaves at most the bound
-    other = PostgresStore(url, index_in_background=False)
+    other = PostgresStore(url, index_in_background=False, pending_rows=120)
     for i, start in enumerate(range(300, 600, 30)):
         (writer if i % 2 else other).upsert(records[start:start + 30])
         assert sum(_parts(url)) == start + 30 and _parts(url)[1] <= 120

@@ -131,8 +131,10 @@ def resume(op: Op[T], value: Any = None, error: BaseException | None = None) -> 
 class PgOperations:
     """The state (embedding model, search cache) and the operations both PostgreSQL stores share."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pending_rows: int = PENDING_ROWS) -> None:
         self.url = url
+        self.pending_rows = int(pending_rows)
+        """The most pending rows a write leaves (:data:`memroute.stores.pg_sql.PENDING_ROWS`)."""
         self.conninfo, self.schema = split_schema(url)
         self._model: tuple[str, int] | None = None
         self._cache = SearchCache()
@@ -260,15 +262,15 @@ class PgOperations:
         return True
 
     def pending_may_exceed(self, written: int) -> bool:
-        """Count a committed write's rows as pending; True when there may be more than ``PENDING_ROWS`` (the
+        """Count a committed write's rows as pending; True when there may be more than ``pending_rows`` (the
         count is this process's: other writers' rows and the indexer's moves are seen by :meth:`op_index_excess`)."""
         self._pending += written
-        return self._pending > PENDING_ROWS
+        return self._pending > self.pending_rows
 
     def op_index_excess(self) -> Op[int]:
-        """Move up to ``INDEX_ROWS`` of the pending rows beyond ``PENDING_ROWS`` into the HNSW graph; how many."""
-        pending = int((yield Sql(PENDING_SQL, (PENDING_ROWS + INDEX_ROWS,)))[0][0])
-        excess = min(pending - PENDING_ROWS, INDEX_ROWS)
+        """Move up to ``INDEX_ROWS`` of the pending rows beyond ``pending_rows`` into the HNSW graph; how many."""
+        pending = int((yield Sql(PENDING_SQL, (self.pending_rows + INDEX_ROWS,)))[0][0])
+        excess = min(pending - self.pending_rows, INDEX_ROWS)
         self._pending = pending
         if excess <= 0:
             return 0
@@ -277,8 +279,8 @@ class PgOperations:
         return moved
 
     def op_count_pending(self) -> Op[int]:
-        """Count the pending rows (up to just past ``PENDING_ROWS``) as this process's starting point."""
-        self._pending = int((yield Sql(PENDING_SQL, (PENDING_ROWS + 1,)))[0][0])
+        """Count the pending rows (up to just past ``pending_rows``) as this process's starting point."""
+        self._pending = int((yield Sql(PENDING_SQL, (self.pending_rows + 1,)))[0][0])
         return self._pending
 
     def op_index_pending(self, limit: int) -> Op[int]:

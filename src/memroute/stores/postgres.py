@@ -52,6 +52,7 @@ from memroute.stores.pg_sql import (
     LOAD_COLUMNS,
     LOAD_TYPES,
     MERGE_SQL,
+    PENDING_ROWS,
     SEARCH_INDEXES,
     STAGING_DDL,
     UTC_SESSION_SQL,
@@ -116,8 +117,14 @@ class PostgresStore(PgOperations):
     """A :class:`memroute.stores.base.Store` on PostgreSQL with pgvector."""
 
     def __init__(self, url: str, min_connections: int = 1, max_connections: int = 8,
-                 connect_timeout_s: float = 10.0, index_in_background: bool = True) -> None:
-        super().__init__(url)
+                 connect_timeout_s: float = 10.0, index_in_background: bool = True,
+                 pending_rows: int = PENDING_ROWS) -> None:
+        """``index_in_background``: a thread moves written memories into the HNSW graph after each write (see
+        :mod:`memroute.stores.pg_indexer`); without it only :meth:`index_pending` and a writer past
+        ``pending_rows`` pending rows do. ``pending_rows`` bounds the rows waiting outside the graph (vector
+        search scans an owner's pending rows exactly: fewer keep searches faster during a large import, more
+        let a larger burst be written at the store's own rate; docs/benchmarks.md)."""
+        super().__init__(url, pending_rows)
         self._indexer = PendingIndexer(url, self.conninfo, self.schema) if index_in_background else None
         with translate_errors("connect", url):
             # migrate on one connection first: the pool's connections need the vector type to exist

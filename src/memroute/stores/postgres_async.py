@@ -22,7 +22,7 @@ from memroute.errors import DependencyError, StoreError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_indexer import PendingIndexer
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
-from memroute.stores.pg_sql import UTC_SESSION_SQL, safe_url, search_path_sql, translate_errors
+from memroute.stores.pg_sql import PENDING_ROWS, UTC_SESSION_SQL, safe_url, search_path_sql, translate_errors
 from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
 
 try:
@@ -63,18 +63,18 @@ async def run_op(conn: psycopg.AsyncConnection[Any], op: Op[T], step: Step | Don
 class AsyncPostgresStore(PgOperations):
     """An :class:`memroute.stores.base.AsyncStore` on PostgreSQL with pgvector; create it with :meth:`open`."""
 
-    def __init__(self, url: str, index_in_background: bool = True) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, index_in_background: bool = True, pending_rows: int = PENDING_ROWS) -> None:
+        super().__init__(url, pending_rows)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._indexer = PendingIndexer(url, self.conninfo, self.schema) if index_in_background else None
 
     @classmethod
     async def open(cls, url: str, min_connections: int = 1, max_connections: int = 8,
-                   connect_timeout_s: float = 10.0, index_in_background: bool = True) -> AsyncPostgresStore:
-        """Migrate and fill the pool. ``index_in_background``: a thread moves written memories into the HNSW
-        graph after each write (see :mod:`memroute.stores.pg_indexer`); without it only a writer past
-        ``PENDING_ROWS`` pending rows does."""
-        store = cls(url, index_in_background)
+                   connect_timeout_s: float = 10.0, index_in_background: bool = True,
+                   pending_rows: int = PENDING_ROWS) -> AsyncPostgresStore:
+        """Migrate and fill the pool. ``index_in_background`` and ``pending_rows``: as
+        :class:`memroute.stores.postgres.PostgresStore`'s."""
+        store = cls(url, index_in_background, pending_rows)
         await store._open(min_connections, max_connections, connect_timeout_s)
         return store
 
