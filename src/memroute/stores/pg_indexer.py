@@ -55,7 +55,7 @@ class PendingIndexer:
         with self._lock:
             if self._closing:
                 return
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():  # first use, or a forked child
                 self._thread = threading.Thread(target=self._loop, name="memroute-pg-indexer", daemon=True)
                 self._thread.start()
             self._busy = True
