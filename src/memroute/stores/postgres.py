@@ -19,7 +19,10 @@ keeps a store in a schema of its own (created on first open), so one database ca
   its rows is as fast as the graph there, and exact like SQLite); larger ones walk the HNSW graph with
   ``hnsw.ef_search`` at least 4x the limit (more if the session sets it higher) and pgvector's iterative
   scans, so that filters do not starve the result.
-- Every write is one transaction: a memory and all its index entries change together or not at all.
+- Every write is one transaction: a memory and all its index entries change together or not at all, but
+  for the HNSW graph (schema version 6): a write commits its memories as pending, found by vector search at
+  once through an exact scan of the owner's pending rows beside the graph's answer, and a thread of the store
+  moves them into the graph afterwards (:mod:`memroute.stores.pg_indexer`); at most ``pending_rows`` wait.
   :meth:`PostgresStore.bulk_load` writes many at once with binary COPY, optionally rebuilding the search
   indexes after the load (far faster than growing an HNSW graph row by row).
 
