@@ -120,7 +120,7 @@ pending rows of its owner exactly: with 20,000 of them beside 30,000 in the grap
 with 5,000 26 / 44 ms, with none 7 / 16 ms (on 2 cores at load 11, docs/benchmarks.md). A store takes another
 bound as ``pending_rows``."""
 INDEX_ROWS = 256
-"""Pending rows moved into the HNSW graph per transaction (~1.5 s at pgvector's 4.7-6.3 ms a row)."""
+"""Pending rows moved into the HNSW graph per transaction (1.2-1.6 s at 4.7-6.3 ms a row; ~4 s at load 11)."""
 INDEX_PENDING_SQL = (
     "UPDATE memroute_memories m SET indexed = true FROM (SELECT row_id FROM memroute_memories WHERE NOT indexed "
     "LIMIT %s FOR UPDATE SKIP LOCKED) p WHERE m.row_id = p.row_id")
