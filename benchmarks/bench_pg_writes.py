@@ -130,6 +130,7 @@ def main() -> None:
                         help="search latency on BASE memories in the graph and --pending ones outside it")
     parser.add_argument("--pending", type=int, nargs="+", default=[0, 5000, 20000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--pending-rows", type=int, help="the store's bound on pending rows (upsert runs)")
     args = parser.parse_args()
     if args.search:
         args.memories = max(args.memories, args.search + max(args.pending) + args.queries)
@@ -155,7 +156,8 @@ def main() -> None:
             return
         for batch in args.batch:
             for hnsw in {"both": (True, False), "with": (True,), "without": (False,)}[args.hnsw]:
-                store = PostgresStore(f"{url}&schema=up_{next(schemas)}")
+                bound = {"pending_rows": args.pending_rows} if args.pending_rows is not None else {}
+                store = PostgresStore(f"{url}&schema=up_{next(schemas)}", **bound)
                 store.bind_model(embedder.model_id, embedder.dimension)
                 if not hnsw:
                     store._run("drop HNSW", iter_sql("DROP INDEX memroute_memories_embedding"))
