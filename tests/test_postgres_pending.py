@@ -241,6 +241,9 @@ def test_the_asyncio_store_writes_pending_rows_and_moves_them_too(pg_server: PgS
     for rec in records[:10]:  # found at once, whichever part it is in by now
         assert store.search_vector(rec.vector, FLT, 1, exact=False)[0].id == rec.memory.id
     indexer = store.store._indexer
-    assert indexer is not None and indexer.idle(60) and _parts(url) == (400, 0)
+    assert indexer is not None and indexer.idle(60) and _parts(url) == (400, 0) and store.pending() == 0
+    indexer.close()  # the rest by hand
+    store.upsert(_records(30, prefix="late"))
+    assert store.pending() == 30 and store.index_pending() == 30 and store.pending() == 0
     _same_as_exact(store, [r.vector for r in _records(10, seed=1)])
     store.close()

@@ -22,7 +22,14 @@ from memroute.errors import DependencyError, StoreError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_indexer import PendingIndexer
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
-from memroute.stores.pg_sql import PENDING_ROWS, UTC_SESSION_SQL, safe_url, search_path_sql, translate_errors
+from memroute.stores.pg_sql import (
+    INDEX_ROWS,
+    PENDING_ROWS,
+    UTC_SESSION_SQL,
+    safe_url,
+    search_path_sql,
+    translate_errors,
+)
 from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
 
 try:
@@ -137,6 +144,22 @@ class AsyncPostgresStore(PgOperations):
                 pass  # the writer waits for the graph: pending rows stay bounded
         if self.wrote(records):
             await self._run("refresh statistics", self.op_analyze())
+
+    async def index_pending(self, limit: int | None = None) -> int:
+        """As :meth:`memroute.stores.postgres.PostgresStore.index_pending`."""
+        moved = 0
+        while limit is None or moved < limit:
+            step = INDEX_ROWS if limit is None else min(INDEX_ROWS, limit - moved)
+            done = await self._run("index pending memories", self.op_index_pending(step))
+            moved += done
+            if done < step:
+                break
+        self._pending = 0
+        return moved
+
+    async def pending(self) -> int:
+        """How many memories are pending (not yet in the HNSW graph)."""
+        return await self._run("count pending memories", self.op_pending(2**62))
 
     async def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]:
         return await self._run("get memories", self.op_get(ids, owner))
