@@ -117,8 +117,8 @@ PENDING_ROWS = 20_000
 """The most pending rows (written, searchable, not yet in the HNSW graph) a write leaves: past it the writer
 moves the excess into the graph itself before it returns, at the graph's own rate. Vector search scans the
 pending rows of its owner exactly: with 20,000 of them beside 30,000 in the graph it took p50 72 / p95 101 ms,
-with 5,000 26 / 44 ms, with none 7 / 16 ms (on 2 cores at load 11, docs/benchmarks.md). A store takes another
-bound as ``pending_rows``."""
+with 5,000 26 / 44 ms, with none 7 / 16 ms on 2 cores at load 11; 37 / 51, 10 / 16 and 2 / 8 ms at load 4
+(docs/benchmarks.md). A store takes another bound as ``pending_rows``."""
 INDEX_ROWS = 256
 """Pending rows moved into the HNSW graph per transaction (1.2-1.6 s at 4.7-6.3 ms a row; ~4 s at load 11)."""
 INDEX_PENDING_SQL = (
