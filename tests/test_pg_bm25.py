@@ -195,10 +195,14 @@ def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) 
                      "CASCADE")
         conn.execute("DROP FUNCTION memroute_postings_of")
         conn.execute("DELETE FROM memroute_meta WHERE key = 'bm25_avgdl'")
+        conn.execute("DROP INDEX IF EXISTS memroute_memories_pending, memroute_memories_embedding")  # version 6's
+        conn.execute("ALTER TABLE memroute_memories DROP COLUMN indexed")
+        conn.execute("CREATE INDEX memroute_memories_embedding ON memroute_memories USING hnsw (embedding "
+                     "vector_cosine_ops) WITH (m = 32, ef_construction = 128)")
         conn.execute("UPDATE memroute_meta SET value = '4' WHERE key = 'schema_version'")
         assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'memroute_postings%'").fetchone() == (0,)
     store = open_store(url)
-    assert store.stats().schema_version == MIGRATIONS[-1][0] == 5
+    assert store.stats().schema_version == MIGRATIONS[-1][0]
     with psycopg.connect(url) as conn:
         avg = float(conn.execute("SELECT avg(len_own) FROM memroute_lexical").fetchone()[0])
         ref = float(conn.execute("SELECT value FROM memroute_meta WHERE key = 'bm25_avgdl'").fetchone()[0])

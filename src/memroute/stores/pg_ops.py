@@ -45,11 +45,16 @@ from memroute.stores.pg_sql import (
     EXACT_ROWS,
     GET_SQL,
     GET_STATE_SQL,
+    INDEX_ALL_SQL,
+    INDEX_PENDING_SQL,
+    INDEX_ROWS,
     LIST_STATE_SQL,
     LOCK_ID,
     MESSAGES_PAGE_SQL,
     META_SQL,
     OWNER_ROWS_SQL,
+    PENDING_ROWS,
+    PENDING_SQL,
     PUT_STATE_SQL,
     RECENT_MESSAGES_SQL,
     RECORDS_PAGE_SQL,
@@ -138,12 +143,15 @@ def resume(op: Op[T], value: Any = None, error: BaseException | None = None) -> 
 class PgOperations:
     """The state (embedding model, search cache) and the operations both PostgreSQL stores share."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pending_rows: int = PENDING_ROWS) -> None:
         self.url = url
+        self.pending_rows = int(pending_rows)
+        """The most pending rows a write leaves (:data:`memroute.stores.pg_sql.PENDING_ROWS`)."""
         self.conninfo, self.schema = split_schema(url)
         self._model: tuple[str, int] | None = None
         self._cache = SearchCache()
         self._written_since_analyze = 0
+        self._pending = 0  # rows this process wrote as pending since it last counted them
 
     # ---------------------------------------------------------------------------------- migrations
     def op_is_current(self) -> Op[bool]:
@@ -265,6 +273,36 @@ class PgOperations:
         self._cache.stats = None
         return True
 
+    def pending_may_exceed(self, written: int) -> bool:
+        """Count a committed write's rows as pending; True when there may be more than ``pending_rows`` (the
+        count is this process's: other writers' rows and the indexer's moves are seen by :meth:`op_index_excess`)."""
+        self._pending += written
+        return self._pending > self.pending_rows
+
+    def op_index_excess(self) -> Op[int]:
+        """Move up to ``INDEX_ROWS`` of the pending rows beyond ``pending_rows`` into the HNSW graph; how many."""
+        pending = int((yield Sql(PENDING_SQL, (self.pending_rows + INDEX_ROWS,)))[0][0])
+        excess = min(pending - self.pending_rows, INDEX_ROWS)
+        self._pending = pending
+        if excess <= 0:
+            return 0
+        moved = int((yield Sql(INDEX_PENDING_SQL, (excess,))))
+        self._pending -= moved
+        return moved
+
+    def op_count_pending(self) -> Op[int]:
+        """Count the pending rows (up to just past ``pending_rows``) as this process's starting point."""
+        self._pending = int((yield Sql(PENDING_SQL, (self.pending_rows + 1,)))[0][0])
+        return self._pending
+
+    def op_index_pending(self, limit: int) -> Op[int]:
+        """Move up to ``limit`` pending rows into the HNSW graph; how many were moved."""
+        return int((yield Sql(INDEX_PENDING_SQL, (int(limit),))))
+
+    def op_pending(self, limit: int) -> Op[int]:
+        """The number of pending rows, counted up to ``limit``."""
+        return int((yield Sql(PENDING_SQL, (int(limit),)))[0][0])
+
     def op_analyze(self) -> Op[None]:
         yield Sql(ANALYZE_SQL)
 
@@ -273,6 +311,9 @@ class PgOperations:
 
     def op_create_search_indexes(self) -> Op[None]:
         yield from self.op_refresh_postings()
+        graph = SEARCH_INDEXES[0][0]
+        if (yield Sql("SELECT to_regclass(%s) IS NULL", (graph,)))[0][0]:
+            yield Sql(INDEX_ALL_SQL)  # no graph to insert into: the build below takes them all at once
         for name, table, method in SEARCH_INDEXES:
             yield Sql(f"CREATE INDEX IF NOT EXISTS {name} ON {table} {method}")
         yield Sql(ANALYZE_SQL)
@@ -385,9 +426,9 @@ class PgOperations:
         if exact is None:
             rows = yield Sql(OWNER_ROWS_SQL, (flt.owner, EXACT_ROWS + 1))
             exact = self._cache.set_owner_rows(flt.owner, rows[0][0])
-        query, params = vector_query(flt)
+        query, params = vector_query(flt, q, limit, exact)
         yield Sql(vector_settings(exact, limit))
-        rows = yield Sql(query, [q, *params, q, int(limit)])
+        rows = yield Sql(query, params)
         return [ScoredId(mid, float(score)) for mid, score in rows]
 
     def op_search_time(self, flt: SearchFilter, limit: int) -> Op[list[ScoredId]]:

@@ -77,23 +77,26 @@ def _lexical_insert(source: str, memory: str, data: str) -> str:
             + _set([*LEX_FILTERS[2:], *LEX_DATA, "tsv_own", "tsv_ctx"]))  # (owner, id) stay
 
 
-_UPSERT_MEMORY = (f"INSERT INTO memroute_memories ({COLUMNS}, embedding) {{values}} ON CONFLICT (owner, id) DO UPDATE "
-                  f"SET {_set(_UPDATED)} RETURNING row_id, {', '.join(LEX_FILTERS)}")
+_UPSERT_MEMORY = (f"INSERT INTO memroute_memories ({COLUMNS}, embedding, indexed) {{values}} ON CONFLICT (owner, id) "
+                  f"DO UPDATE SET {_set([*_UPDATED, 'indexed'])} RETURNING row_id, {', '.join(LEX_FILTERS)}")
 MERGE_SQL = (
-    f"WITH m AS ({_UPSERT_MEMORY.format(values=f'SELECT {COLUMNS}, embedding FROM memroute_load')}) "
+    f"WITH m AS ({_UPSERT_MEMORY.format(values=f'SELECT {COLUMNS}, embedding, true FROM memroute_load')}) "
     + _lexical_insert("m JOIN memroute_load d ON d.owner = m.owner AND d.id = m.id", "m", "d"))
-"""``bulk_load``'s merge of the staging table (which holds one row per (owner, id))."""
+"""``bulk_load``'s merge of the staging table (which holds one row per (owner, id)): straight into the HNSW
+graph (or into the graph built after the load)."""
 LOAD_COLUMNS = f"{COLUMNS}, embedding, {', '.join(LEX_DATA)}, {', '.join(TERMS)}"
 LOAD_TYPES = ["text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz", "bool",
               "int2", "text", "jsonb", "text", "vector", "text", "text", "int4", "int4", "text", "text"]
 UPSERT_SQL = (
     f"WITH d AS (SELECT * FROM unnest({', '.join(f'%b::{t}[]' for t in LOAD_TYPES)}) WITH ORDINALITY "
     f"AS d({LOAD_COLUMNS}, ord)), "
-    f"m AS ({_UPSERT_MEMORY.format(values=f'SELECT {COLUMNS}, embedding FROM d ORDER BY ord')}) "
+    f"m AS ({_UPSERT_MEMORY.format(values=f'SELECT {COLUMNS}, embedding, false FROM d ORDER BY ord')}) "
     + _lexical_insert("m JOIN d ON d.owner = m.owner AND d.id = m.id", "m", "d"))
 """A batch of memories and their lexical rows in one statement (one round trip, one plan, whatever the
 batch size): the parameters are the columns of :func:`record_rows` rows as arrays (:func:`batch_params`),
-one row per (owner, id); new memories get their ``row_id`` in the batch's order."""
+one row per (owner, id); new memories get their ``row_id`` in the batch's order. The rows are pending
+(``indexed`` false, an updated one too): searchable at once, put into the HNSW graph later
+(:data:`INDEX_PENDING_SQL`)."""
 UPSERT_ROWS = 2000
 """Rows per :data:`UPSERT_SQL` statement: a larger batch (``remember_many`` takes up to 100,000) is several
 statements in its one transaction, so that no parameter message nears PostgreSQL's 1 GB limit."""
@@ -102,12 +105,29 @@ STAGING_DDL = (
     "occurred_at timestamptz, created_at timestamptz, expires_at timestamptz, archived boolean, sensitivity "
     "smallint, source_type text, metadata jsonb, language text, embedding vector({dim}), tokens text, "
     "context_tokens text, len_own integer, len_ctx integer, terms text, context_terms text) ON COMMIT DROP")
-HNSW = "USING hnsw (embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128)"
+HNSW = "USING hnsw (embedding vector_cosine_ops) WITH (m = 32, ef_construction = 128) WHERE indexed"
 """pgvector's defaults (m 16, ef_construction 64) found 0.40 of the exact top 10 at 1M memories of the
 benchmark (clusters of near-duplicate vectors); m 32 / ef_construction 128 found 0.82 at the same search
 depth and latency, for a build ~2.5x longer (docs/benchmarks.md). Used when an index is built (first
 model, ``bulk_load(rebuild_indexes=True)``, ``memroute copy`` into an empty store); an index built before
-keeps its parameters until it is rebuilt (docs/postgres.md)."""
+keeps its parameters until it is rebuilt (docs/postgres.md). Only rows marked ``indexed`` are in it (since
+migration 6): a write commits its rows as pending, and the graph insert happens afterwards."""
+PENDING_ROWS = 20_000
+"""The most pending rows (written, searchable, not yet in the HNSW graph) a write leaves: past it the writer
+moves the excess into the graph itself before it returns, at the graph's own rate. Vector search scans the
+pending rows of its owner exactly: with 20,000 of them beside 30,000 in the graph it took p50 72 / p95 101 ms,
+with 5,000 26 / 44 ms, with none 7 / 16 ms on 2 cores at load 11; 37 / 51, 10 / 16 and 2 / 8 ms at load 4
+(docs/benchmarks.md). A store takes another bound as ``pending_rows``."""
+INDEX_ROWS = 256
+"""Pending rows moved into the HNSW graph per transaction (1.2-1.6 s at 4.7-6.3 ms a row; ~4 s at load 11)."""
+INDEX_PENDING_SQL = (
+    "UPDATE memroute_memories m SET indexed = true FROM (SELECT row_id FROM memroute_memories WHERE NOT indexed "
+    "LIMIT %s FOR UPDATE SKIP LOCKED) p WHERE m.row_id = p.row_id")
+"""Move up to n pending rows into the HNSW graph (the update inserts each into it), skipping rows another
+transaction holds: a row is in exactly one part at every commit, whoever moves it and whenever it stops."""
+PENDING_SQL = "SELECT count(*) FROM (SELECT 1 FROM memroute_memories WHERE NOT indexed LIMIT %s) p"
+INDEX_ALL_SQL = "UPDATE memroute_memories SET indexed = true WHERE NOT indexed"
+"""Mark every pending row indexed while there is no HNSW graph, before it is built (cheap: no graph insert)."""
 SEARCH_INDEXES = (
     ("memroute_memories_embedding", "memroute_memories", HNSW),
     ("memroute_lexical_tsv_own", "memroute_lexical", "USING gin (tsv_own)"),
@@ -352,11 +372,23 @@ def vector_settings(exact: bool, limit: int) -> str:
             f"greatest(coalesce(current_setting('hnsw.ef_search', true), '40')::int, {ef})::text, true)")
 
 
-def vector_query(flt: SearchFilter) -> tuple[str, list[Any]]:
-    """SQL and filter params; the caller passes (query vector, *params, query vector, limit)."""
+def vector_query(flt: SearchFilter, vector: Any, limit: int, exact: bool) -> tuple[str, list[Any]]:
+    """SQL and params of the nearest ``limit`` rows (id, cosine similarity) to ``vector``.
+
+    Exact: a scan of the owner's rows. Else the HNSW graph's nearest rows among those in it (``indexed``,
+    the graph's own predicate, so the planner can use it) and the exact nearest among the pending rows
+    (``memroute_memories_pending``), merged by distance: a row is found from the moment its write commits.
+    """
     where, params = where_clause(flt)
-    return (f"SELECT id, 1 - (embedding <=> %s) FROM memroute_memories m WHERE {where} "
-            "ORDER BY embedding <=> %s, row_id LIMIT %s"), params
+    one = [vector, *params, vector, int(limit)]
+    if exact:
+        return (f"SELECT id, 1 - (embedding <=> %s) FROM memroute_memories m WHERE {where} "
+                "ORDER BY embedding <=> %s, row_id LIMIT %s"), one
+    nearest = ("SELECT id, row_id, embedding <=> %s AS distance FROM memroute_memories m WHERE {part} AND "
+               + where + " ORDER BY embedding <=> %s, row_id LIMIT %s")
+    return (f"SELECT id, 1 - distance FROM (({nearest.format(part='m.indexed')}) UNION ALL "
+            f"({nearest.format(part='NOT m.indexed')})) nearest ORDER BY distance, row_id LIMIT %s",
+            [*one, *one, int(limit)])
 
 
 def array(value: Any) -> npt.NDArray[np.float32]:

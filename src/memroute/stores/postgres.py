@@ -20,7 +20,10 @@ keeps a store in a schema of its own (created on first open), so one database ca
   its rows is as fast as the graph there, and exact like SQLite); larger ones walk the HNSW graph with
   ``hnsw.ef_search`` at least 4x the limit (more if the session sets it higher) and pgvector's iterative
   scans, so that filters do not starve the result.
-- Every write is one transaction: a memory and all its index entries change together or not at all.
+- Every write is one transaction: a memory and all its index entries change together or not at all, but
+  for the HNSW graph (schema version 6): a write commits its memories as pending, found by vector search at
+  once through an exact scan of the owner's pending rows beside the graph's answer, and a thread of the store
+  moves them into the graph afterwards (:mod:`memroute.stores.pg_indexer`); at most ``pending_rows`` wait.
   :meth:`PostgresStore.bulk_load` writes many at once with binary COPY, optionally rebuilding the search
   indexes after the load (far faster than growing an HNSW graph row by row).
 
@@ -42,14 +45,17 @@ import numpy.typing as npt
 
 from memroute.errors import DependencyError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
+from memroute.stores.pg_indexer import PendingIndexer
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
 from memroute.stores.pg_sql import (
     ANALYZE_SQL,
     DROP_INDEXES_SQL,
     EXACT_ROWS,
+    INDEX_ROWS,
     LOAD_COLUMNS,
     LOAD_TYPES,
     MERGE_SQL,
+    PENDING_ROWS,
     SEARCH_INDEXES,
     STAGING_DDL,
     UTC_SESSION_SQL,
@@ -112,8 +118,15 @@ class PostgresStore(PgOperations):
     """A :class:`memroute.stores.base.Store` on PostgreSQL with pgvector."""
 
     def __init__(self, url: str, min_connections: int = 1, max_connections: int = 8,
-                 connect_timeout_s: float = 10.0) -> None:
-        super().__init__(url)
+                 connect_timeout_s: float = 10.0, index_in_background: bool = True,
+                 pending_rows: int = PENDING_ROWS) -> None:
+        """``index_in_background``: a thread moves written memories into the HNSW graph after each write (see
+        :mod:`memroute.stores.pg_indexer`); without it only :meth:`index_pending` and a writer past
+        ``pending_rows`` pending rows do. ``pending_rows`` bounds the rows waiting outside the graph (vector
+        search scans an owner's pending rows exactly: fewer keep searches faster during a large import, more
+        let a larger burst be written at the store's own rate; docs/benchmarks.md)."""
+        super().__init__(url, pending_rows)
+        self._indexer = PendingIndexer(url, self.conninfo, self.schema) if index_in_background else None
         with translate_errors("connect", url):
             # migrate on one connection first: the pool's connections need the vector type to exist
             with psycopg.connect(self.conninfo, connect_timeout=int(connect_timeout_s)) as conn:
@@ -125,8 +138,10 @@ class PostgresStore(PgOperations):
             self._pool.open(wait=True, timeout=connect_timeout_s)
         try:
             self._run("read settings", self.op_read_model())
+            if self._run("count pending memories", self.op_count_pending()) and self._indexer is not None:
+                self._indexer.wake()  # left by a process that stopped before it moved them
         except BaseException:
-            self._pool.close()
+            self.close()
             raise
 
     # ------------------------------------------------------------------------------------- plumbing
@@ -157,8 +172,33 @@ class PostgresStore(PgOperations):
     def write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message] = (),
                     state: StateEntry | None = None) -> None:
         self._run("store memories", self.op_write_batch(records, messages, state))
-        if records and self.wrote(records):
+        if not records:
+            return
+        if self._indexer is not None:
+            self._indexer.wake()
+        if self.pending_may_exceed(len(records)):
+            while self._run("index pending memories", self.op_index_excess()):
+                pass  # the writer waits for the graph: pending rows stay bounded
+        if self.wrote(records):
             self._run("refresh statistics", self.op_analyze())
+
+    def index_pending(self, limit: int | None = None) -> int:
+        """Move pending memories (written, searchable by an exact scan, not yet in the HNSW graph) into the
+        graph now, up to ``limit`` (all by default), ``INDEX_ROWS`` a transaction; returns how many were moved.
+        The store's background indexer does this after every write; this is for a caller that wants it done."""
+        moved = 0
+        while limit is None or moved < limit:
+            step = INDEX_ROWS if limit is None else min(INDEX_ROWS, limit - moved)
+            done = self._run("index pending memories", self.op_index_pending(step))
+            moved += done
+            if done < step:
+                break
+        self._pending = 0
+        return moved
+
+    def pending(self) -> int:
+        """How many memories are pending (not yet in the HNSW graph)."""
+        return self._run("count pending memories", self.op_pending(2**62))
 
     def bulk_load(self, records: Iterable[MemoryRecord], rebuild_indexes: bool = False,
                   progress: Callable[[int], Any] | None = None,
@@ -286,4 +326,6 @@ class PostgresStore(PgOperations):
         return self._run("stats", self.op_stats())
 
     def close(self) -> None:
+        if self._indexer is not None:
+            self._indexer.close()
         self._pool.close()

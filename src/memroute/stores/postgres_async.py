@@ -11,6 +11,7 @@ connections when they are taken, so the next request gets a new one.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -19,8 +20,16 @@ import numpy.typing as npt
 
 from memroute.errors import DependencyError, StoreError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
+from memroute.stores.pg_indexer import PendingIndexer
 from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
-from memroute.stores.pg_sql import UTC_SESSION_SQL, safe_url, search_path_sql, translate_errors
+from memroute.stores.pg_sql import (
+    INDEX_ROWS,
+    PENDING_ROWS,
+    UTC_SESSION_SQL,
+    safe_url,
+    search_path_sql,
+    translate_errors,
+)
 from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
 
 try:
@@ -61,14 +70,18 @@ async def run_op(conn: psycopg.AsyncConnection[Any], op: Op[T], step: Step | Don
 class AsyncPostgresStore(PgOperations):
     """An :class:`memroute.stores.base.AsyncStore` on PostgreSQL with pgvector; create it with :meth:`open`."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, index_in_background: bool = True, pending_rows: int = PENDING_ROWS) -> None:
+        super().__init__(url, pending_rows)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._indexer = PendingIndexer(url, self.conninfo, self.schema) if index_in_background else None
 
     @classmethod
     async def open(cls, url: str, min_connections: int = 1, max_connections: int = 8,
-                   connect_timeout_s: float = 10.0) -> AsyncPostgresStore:
-        store = cls(url)
+                   connect_timeout_s: float = 10.0, index_in_background: bool = True,
+                   pending_rows: int = PENDING_ROWS) -> AsyncPostgresStore:
+        """Migrate and fill the pool. ``index_in_background`` and ``pending_rows``: as
+        :class:`memroute.stores.postgres.PostgresStore`'s."""
+        store = cls(url, index_in_background, pending_rows)
         await store._open(min_connections, max_connections, connect_timeout_s)
         return store
 
@@ -85,6 +98,8 @@ class AsyncPostgresStore(PgOperations):
         self._pool = pool
         try:
             await self._run("read settings", self.op_read_model())
+            if await self._run("count pending memories", self.op_count_pending()) and self._indexer is not None:
+                self._indexer.wake()  # left by a process that stopped before it moved them
         except BaseException:
             await self.close()
             raise
@@ -120,8 +135,31 @@ class AsyncPostgresStore(PgOperations):
     async def write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message] = (),
                           state: StateEntry | None = None) -> None:
         await self._run("store memories", self.op_write_batch(records, messages, state))
-        if records and self.wrote(records):
+        if not records:
+            return
+        if self._indexer is not None:
+            self._indexer.wake()
+        if self.pending_may_exceed(len(records)):
+            while await self._run("index pending memories", self.op_index_excess()):
+                pass  # the writer waits for the graph: pending rows stay bounded
+        if self.wrote(records):
             await self._run("refresh statistics", self.op_analyze())
+
+    async def index_pending(self, limit: int | None = None) -> int:
+        """As :meth:`memroute.stores.postgres.PostgresStore.index_pending`."""
+        moved = 0
+        while limit is None or moved < limit:
+            step = INDEX_ROWS if limit is None else min(INDEX_ROWS, limit - moved)
+            done = await self._run("index pending memories", self.op_index_pending(step))
+            moved += done
+            if done < step:
+                break
+        self._pending = 0
+        return moved
+
+    async def pending(self) -> int:
+        """How many memories are pending (not yet in the HNSW graph)."""
+        return await self._run("count pending memories", self.op_pending(2**62))
 
     async def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]:
         return await self._run("get memories", self.op_get(ids, owner))
@@ -198,6 +236,8 @@ class AsyncPostgresStore(PgOperations):
         return await self._run("stats", self.op_stats())
 
     async def close(self) -> None:
+        if self._indexer is not None:
+            await asyncio.to_thread(self._indexer.close)
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()

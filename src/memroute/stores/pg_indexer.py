@@ -1,0 +1,137 @@
+"""Putting pending memories into the HNSW graph in the background, for both PostgreSQL stores.
+
+A write commits its memories as pending (``indexed`` false, migration 6): they are durable and vector
+search finds them at once (an exact scan of the owner's pending rows beside the graph's answer), and the
+write does not wait for pgvector's graph insert (4.7-6.3 ms a row here, docs/benchmarks.md). This thread
+then moves them into the graph, :data:`memroute.stores.pg_sql.INDEX_ROWS` a transaction, on a connection of
+its own (not the store's pool, which serves the requests), until none is left, and waits for the next write.
+
+Crash-safe by construction: a move is one UPDATE of the rows' ``indexed`` flag in one transaction, so a row
+is in exactly one of the two parts at every commit. Closing the store cancels a move in flight (it is rolled
+back; another process, or the next write, moves those rows). Several processes may run one each: rows
+another one is moving are skipped (``FOR UPDATE SKIP LOCKED``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any
+
+from memroute.errors import DependencyError
+from memroute.stores.pg_sql import INDEX_PENDING_SQL, INDEX_ROWS, UTC_SESSION_SQL, safe_url, search_path_sql
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError as exc:  # pragma: no cover - depends on the extra
+    raise DependencyError("the PostgreSQL store needs: pip install 'memroute[postgres]'") from exc
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 5.0
+"""Wait after a failed move (server restarting, connection lost) before the next try."""
+
+
+class PendingIndexer:
+    """A daemon thread that moves a store's pending memories into the HNSW graph after writes."""
+
+    def __init__(self, url: str, conninfo: str, schema: str | None, batch: int = INDEX_ROWS) -> None:
+        self._url, self._conninfo, self._schema, self._batch = url, conninfo, schema, int(batch)
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._closing = False
+        self._busy = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: psycopg.Connection[Any] | None = None
+        self.moved = 0
+        """Rows this indexer moved into the graph (for tests and benchmarks)."""
+
+    def wake(self) -> None:
+        """There may be pending rows: move them (starts the thread on first use)."""
+        with self._lock:
+            if self._closing:
+                return
+            if self._thread is None or not self._thread.is_alive():  # first use, or a forked child
+                self._thread = threading.Thread(target=self._loop, name="memroute-pg-indexer", daemon=True)
+                self._thread.start()
+            self._busy = True
+            self._wake.set()
+
+    def idle(self, timeout_s: float) -> bool:
+        """Wait until the thread has nothing to move (or ``timeout_s`` passed); True if it is idle."""
+        deadline = time.monotonic() + timeout_s
+        while self._busy and self._thread is not None and self._thread.is_alive():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop: a move in flight is cancelled (rolled back), the thread joined."""
+        with self._lock:
+            self._closing = True
+            thread, conn = self._thread, self._conn
+        self._stop.set()
+        self._wake.set()
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):  # a connection already gone has nothing in flight
+                conn.cancel_safe()
+        if thread is not None:
+            thread.join(timeout_s)
+
+    # ------------------------------------------------------------------------------------ the thread
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closing:
+                return
+            try:
+                self._drain()
+            except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
+                log.info("pending memories of %s stay out of the HNSW graph here (%s); a writer moves them",
+                         safe_url(self._url), str(exc).strip())
+                return
+            except psycopg.Error as exc:
+                if self._closing:
+                    return
+                log.warning("moving pending memories of %s into the HNSW graph failed (%s); retrying in %.0f s",
+                            safe_url(self._url), str(exc).strip(), RETRY_S)
+                self._stop.wait(RETRY_S)
+                self._wake.set()
+            finally:
+                self._disconnect()
+            with self._lock:
+                if not self._wake.is_set():
+                    self._busy = False
+
+    def _drain(self) -> None:
+        """Move batches until fewer than a batch were left (or the store closes)."""
+        conn = self._connect()
+        while not self._closing:
+            with conn.transaction():
+                moved = conn.execute(INDEX_PENDING_SQL, (self._batch,)).rowcount
+            self.moved += moved
+            if moved < self._batch:
+                return
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(self._conninfo, autocommit=True)
+        conn.execute(UTC_SESSION_SQL)
+        if self._schema is not None:
+            conn.execute(search_path_sql(self._schema, local=False))
+        with self._lock:
+            self._conn = conn
+        if self._closing:
+            conn.cancel_safe()
+        return conn
+
+    def _disconnect(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
