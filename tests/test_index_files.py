@@ -346,6 +346,10 @@ def test_searches_do_not_wait_for_the_graph(tmp_path: Path) -> None:
     store.close()
 
 
+EXTENSION = 30_000
+"""Rows added to a store whose graph is then extended: enough that extending it outlasts the kill (3,000 were
+extended within the test's second on a quiet machine)."""
+
 WRITE_THEN_WAIT = """
     import sys, time
     store = open_store(sys.argv[1])
@@ -388,9 +392,12 @@ def test_kill_during_a_background_write_loses_nothing(tmp_path: Path, caplog: py
     assert graph_rows(root) == BUILDING + 10 and only_published_files(root)
     store.close()
     # 2. killed while extending the graph: the next open trusts the previous generation and reads the rest
-    proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING + 10), "3000", "wait")
+    generation = published(root)["generation"]  # type: ignore[index]
+    proc = run_script(WRITE_THEN_WAIT, str(db), str(BUILDING + 10), str(EXTENSION), "wait")
     started(proc)
-    time.sleep(1.0)
+    deadline = time.monotonic() + 60  # killed once the data files are out and the graph is being extended
+    while published(root)["generation"] == generation and time.monotonic() < deadline:  # type: ignore[index]
+        time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     assert graph_rows(root) == BUILDING + 10  # the old graph: its extension was cut
@@ -398,7 +405,7 @@ def test_kill_during_a_background_write_loses_nothing(tmp_path: Path, caplog: py
     store = open_store(str(db))
     assert store.search_vector(records(BUILDING + 2000, 1, 6)[0].vector, SearchFilter(owner="o"), 1)[0].id == \
         f"m{BUILDING + 2000}"
-    assert rebuild_lines(caplog) == [] and store.count() == BUILDING + 3010
+    assert rebuild_lines(caplog) == [] and store.count() == BUILDING + 10 + EXTENSION
     assert_same_answers(store, db)
     store.close()
 
