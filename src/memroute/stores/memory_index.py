@@ -414,7 +414,8 @@ class MemoryIndex:
         if owner is None:
             return None
         every = slice(0, self._n)
-        return self._mask(every, flt) & (self._owner[every] == owner)
+        allowed: npt.NDArray[np.bool_] = self._mask(every, flt) & (self._owner[every] == owner)
+        return allowed
 
     def _top(self, slots: npt.NDArray[np.integer], scores: npt.NDArray[np.floating], limit: int) -> list[ScoredId]:
         if slots.size == 0:
