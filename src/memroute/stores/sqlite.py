@@ -459,10 +459,10 @@ class SQLiteStore:
             self._writer = index_files.start(root, index.snapshot, self._index_seq, index_id,
                                              (self._model_id(), self._dimension()))
         except (OSError, StoreError) as exc:
-            log.warning("could not write the search index files of %s (%s); searching from memory, the files "
-                        "are written again later", self.path, exc)
-        if self._writer is None:  # failed, or another process is writing them: again after as many changes
-            self._unsaved, self._write_after = 0, time.monotonic() + _WRITE_RETRY_S
+            self._write_failed(str(exc))
+            return
+        if self._writer is None:  # another process is writing them: again after as many changes
+            self._write_later()
 
     def _adopt_written(self) -> None:
         """Swap in the generation the background writer finished, read back from its files (the vectors mapped,
@@ -478,9 +478,17 @@ class SQLiteStore:
             return
         self._writer = None
         if writer.error is not None and writer.error != "the write was stopped":
-            log.warning("could not write the search index files of %s (%s); searching from memory, the files "
-                        "are written again later", self.path, writer.error)
-            self._unsaved, self._write_after = 0, time.monotonic() + _WRITE_RETRY_S
+            self._write_failed(writer.error)
+
+    def _write_failed(self, reason: str) -> None:
+        log.warning("could not write the search index files of %s (%s); searching from memory, the files "
+                    "are written again later", self.path, reason)
+        self._write_later()
+
+    def _write_later(self) -> None:
+        """Try writing the index files again after as many changes as made a write due, and not within
+        ``_WRITE_RETRY_S``."""
+        self._unsaved, self._write_after = 0, time.monotonic() + _WRITE_RETRY_S
 
     def finish_index_files(self, timeout: float | None = None) -> bool:
         """Wait for the index files being written in the background, if any, and search from them; ``False`` if
