@@ -141,13 +141,15 @@ class BalancedLoop(asyncio.SelectorEventLoop):
         return super()._accept_connection2(*args, **kwargs)  # type: ignore[misc]
 
     def _pause(self, seconds: float, again: tuple[Any, ...]) -> None:
-        sock, server = again[1], again[3]
+        """Stop listening on the socket for ``seconds``; ``again``: the arguments to listen with after."""
+        sock = again[1]
         if sock.fileno() == -1:
             return
         self._remove_reader(sock.fileno())  # type: ignore[attr-defined]
-        self.call_later(seconds, self._listen_again, sock, server, again)
+        self.call_later(seconds, self._listen_again, again)
 
-    def _listen_again(self, sock: socket.socket, server: Any, again: tuple[Any, ...]) -> None:
+    def _listen_again(self, again: tuple[Any, ...]) -> None:
+        sock, server = again[1], again[3]
         if sock.fileno() == -1 or (server is not None and not server.is_serving()):
             return  # the server closed in the meantime
         self._start_serving(*again)  # type: ignore[attr-defined]

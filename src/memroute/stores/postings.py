@@ -33,7 +33,6 @@ class _Growing:
         self.slots[self.n], self.own[self.n], self.ctx[self.n] = slot, own, ctx
         self.n += 1
 
-
     def frozen(self) -> _Growing:
         """A copy of the postings added so far."""
         copy = _Growing()
