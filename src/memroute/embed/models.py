@@ -32,10 +32,12 @@ from memroute.runtime import limit_threads
 # several calls can still run at once from different threads.
 _THREADS = int(os.environ.get("MEMROUTE_EMBED_THREADS", "1"))
 E5_THREADS = int(os.environ.get("MEMROUTE_E5_THREADS", str(_THREADS)))
-"""OpenMP threads of one e5 call (``MEMROUTE_E5_THREADS``, else ``MEMROUTE_EMBED_THREADS``). With more than
-one, idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=passive`` unless set): spinning
-threads on a busy machine made two threads 20x slower than one (2026-11-26, load 8: 1.4 s against 74 ms a
-sentence), sleeping ones cost the same as one thread there."""
+"""Threads of one e5 call (``MEMROUTE_E5_THREADS``, else ``MEMROUTE_EMBED_THREADS``): onnxruntime's intra-op
+threads for the int8 engine (one: the caller's thread, no pool; more: a pool whose idle threads do not spin),
+OpenMP threads for the C engine. With more than one, the C engine's idle OpenMP threads sleep instead of
+spinning (``OMP_WAIT_POLICY=passive`` unless set): spinning threads on a busy machine made two threads 20x
+slower than one (2026-11-26, load 8: 1.4 s against 74 ms a sentence), sleeping ones cost the same as one thread
+there."""
 E5_ENGINE = os.environ.get("MEMROUTE_E5_ENGINE", "int8")
 """Which engine encodes e5 texts: ``int8`` (default): the int8 onnxruntime graph of :mod:`memroute.embed.e5_int8`
 (vectors within cosine 0.999 of the C engine's; CPU at 20 tokens 8.9 against 31.7 ms, and one text at a time
