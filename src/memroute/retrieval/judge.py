@@ -17,6 +17,13 @@ So the judge reads, for every candidate of one recall:
   and lead over the best other one): the reranker was fitted on LoCoMo and gives a small store's
   candidates probabilities near 0.001, but its order among them still says something;
 - ``constraint``: the constraint search found it for a request (:mod:`memroute.retrieval.constraints`);
+  such a constraint is no rival of the other candidates in their leads (it answers the request's need,
+  not the question the others answer);
+- a fact that changed (an older memory superseded by a newer one among the first
+  :data:`~memroute.retrieval.changes.CONTENDERS`, found before the judge) is one answer told twice: the
+  newer memory takes the stronger of the pair's cosine, reranker probability, keyword overlap, BM25 and
+  rank, and neither is the other's rival in the leads (else the stale fact would hold the newer one's
+  lead at zero, and the newer one would be judged ``none`` for standing no higher than what it replaces);
 - ``pool``: log of the number of candidates (few in a small store, fifty in a long chat log), and
   ``few`` = 1 / ``pool`` times each store-relative feature (``cosine_z_few``, ``cosine_lead_few``,
   ``keyword_overlap_few``, ``rerank_logit_few``, ``rerank_z_few``, ``rerank_lead_few``): a linear model
@@ -175,16 +182,18 @@ def _leads(values: npt.NDArray[np.float64], constraint: Sequence[bool], changed:
         out: npt.NDArray[np.float64] = values - np.where(np.arange(n) == top, np.partition(values, -2)[-2],
                                                          values[top])
         return out
-    out = np.empty(n, dtype=np.float64)
+    out = np.full(n, alone, dtype=np.float64)
     promoted = {k for k in range(n) if constraint[k]}
     partners: dict[int, set[int]] = {}
     for old, new in changed:
         partners.setdefault(old, set()).add(new)
         partners.setdefault(new, set()).add(old)
+    best_first = [int(j) for j in np.argsort(-values, kind="stable")]
     for k in range(n):
         left = {k} | partners.get(k, set()) | (promoted - {k})
-        rivals = [values[j] for j in range(n) if j not in left]
-        out[k] = values[k] - max(rivals) if rivals else alone
+        rival = next((j for j in best_first if j not in left), None)
+        if rival is not None:
+            out[k] = values[k] - values[rival]
     return out
 
 
