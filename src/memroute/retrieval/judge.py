@@ -17,6 +17,13 @@ So the judge reads, for every candidate of one recall:
   and lead over the best other one): the reranker was fitted on LoCoMo and gives a small store's
   candidates probabilities near 0.001, but its order among them still says something;
 - ``constraint``: the constraint search found it for a request (:mod:`memroute.retrieval.constraints`);
+  such a constraint is no rival of the other candidates in their leads (it answers the request's need,
+  not the question the others answer);
+- a fact that changed (an older memory superseded by a newer one among the first
+  :data:`~memroute.retrieval.changes.CONTENDERS`, found before the judge) is one answer told twice: the
+  newer memory takes the stronger of the pair's cosine, reranker probability, keyword overlap, BM25 and
+  rank, and neither is the other's rival in the leads (else the stale fact would hold the newer one's
+  lead at zero, and the newer one would be judged ``none`` for standing no higher than what it replaces);
 - ``pool``: log of the number of candidates (few in a small store, fifty in a long chat log), and
   ``few`` = 1 / ``pool`` times each store-relative feature (``cosine_z_few``, ``cosine_lead_few``,
   ``keyword_overlap_few``, ``rerank_logit_few``, ``rerank_z_few``, ``rerank_lead_few``): a linear model
@@ -118,22 +125,33 @@ Floats = Sequence[float] | npt.NDArray[np.float64]
 
 
 def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm25: Floats, ranks: Sequence[int],
-                   constraint: Sequence[bool], query_type: str) -> npt.NDArray[np.float64]:
-    """One row of :data:`JUDGE_FEATURES` per candidate; ``ranks`` are positions in the final order."""
+                   constraint: Sequence[bool], query_type: str,
+                   changed: Sequence[tuple[int, int]] = ()) -> npt.NDArray[np.float64]:
+    """One row of :data:`JUDGE_FEATURES` per candidate; ``ranks`` are positions in the final order;
+    ``changed`` are (older, newer) candidate indices of facts that changed (:mod:`memroute.retrieval.changes`).
+
+    A fact that changed is one answer told twice: the newer memory takes the stronger of the pair's
+    evidence (cosine, reranker probability, keyword overlap, BM25, rank), and neither counts as the
+    other's rival in the leads (how far a candidate stands above the best *other* one); nor does a
+    constraint the constraint search found for a request count as a rival of the other candidates."""
     n = len(cosines)
     x = np.zeros((n, len(JUDGE_FEATURES)), dtype=np.float64)
     if n == 0:
         return x
     col = {name: j for j, name in enumerate(JUDGE_FEATURES)}
-    cos = np.asarray(cosines, dtype=np.float64)
+    cos = np.array(cosines, dtype=np.float64)
+    rerank = np.array(rerank, dtype=np.float64)
+    keyword_overlap = np.array(keyword_overlap, dtype=np.float64)
+    bm25 = np.array(bm25, dtype=np.float64)
+    ranks = list(ranks)
+    for old, new in changed:
+        for values in (cos, rerank, keyword_overlap, bm25):
+            values[new] = max(values[new], values[old])
+        ranks[new] = min(ranks[new], ranks[old])
     spread = float(cos.std()) if n > 1 else 0.0
     x[:, col["cosine"]] = cos
     x[:, col["cosine_z"]] = np.clip((cos - cos.mean()) / max(spread, 0.02), -5, 5) if n > 1 else 0.0
-    if n > 1:
-        order = np.argsort(-cos)
-        best, second = cos[order[0]], cos[order[1]]
-        x[:, col["cosine_lead"]] = cos - np.where(np.arange(n) == order[0], second, best)
-    p = np.clip(np.asarray(rerank, dtype=np.float64), 1e-6, 1 - 1e-6)
+    p = np.clip(rerank, 1e-6, 1 - 1e-6)
     x[:, col["rerank_logit"]] = np.log(p / (1 - p))
     x[:, col["keyword_overlap"]] = keyword_overlap
     x[:, col["bm25"]] = bm25
@@ -146,12 +164,37 @@ def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm2
     logit = x[:, col["rerank_logit"]]
     if n > 1:
         x[:, col["rerank_z"]] = (logit - logit.mean()) / max(float(logit.std()), 0.1)
-        top = int(np.argmax(logit))
-        x[:, col["rerank_lead"]] = logit - np.where(np.arange(n) == top, np.partition(logit, -2)[-2], logit[top])
+        x[:, col["cosine_lead"]] = _leads(cos, constraint, changed, 0.3)
+        x[:, col["rerank_lead"]] = _leads(logit, constraint, changed, 3.0)
     few = 1.0 / math.log(n) if n > 1 else 1.0
     for name in _FEW:
         x[:, col[f"{name}_few"]] = x[:, col[name]] * few
     return x
+
+
+def _leads(values: npt.NDArray[np.float64], constraint: Sequence[bool], changed: Sequence[tuple[int, int]],
+           alone: float) -> npt.NDArray[np.float64]:
+    """Each value's lead over the best value of its rivals: the other candidates, less its partner in a fact
+    that changed and the constraints found for a request (unless it is one); ``alone`` when none is left."""
+    n = len(values)
+    if not changed and not any(constraint):
+        top = int(np.argmax(values))
+        out: npt.NDArray[np.float64] = values - np.where(np.arange(n) == top, np.partition(values, -2)[-2],
+                                                         values[top])
+        return out
+    out = np.full(n, alone, dtype=np.float64)
+    promoted = {k for k in range(n) if constraint[k]}
+    partners: dict[int, set[int]] = {}
+    for old, new in changed:
+        partners.setdefault(old, set()).add(new)
+        partners.setdefault(new, set()).add(old)
+    best_first = [int(j) for j in np.argsort(-values, kind="stable")]
+    for k in range(n):
+        left = {k} | partners.get(k, set()) | (promoted - {k})
+        rival = next((j for j in best_first if j not in left), None)
+        if rival is not None:
+            out[k] = values[k] - values[rival]
+    return out
 
 
 @lru_cache(maxsize=1)

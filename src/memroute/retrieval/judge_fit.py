@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.errors import InputError
+from memroute.retrieval.changes import CONTENDERS
 from memroute.retrieval.judge import JUDGE_FEATURES, JudgeModel, judge_features
 from memroute.retrieval.rerank_fit import fit_logistic
 from memroute.retrieval.trace import RecallTrace
@@ -66,10 +67,14 @@ def judged_question(trace: RecallTrace, answers: Collection[str], dataset: str, 
     cands = [c for c in trace.candidates if c.final_rank is not None and c.rerank is not None]
     cands.sort(key=lambda c: c.final_rank if c.final_rank is not None else 0)
     qtype = str((trace.analysis or {}).get("query_type", ""))
+    index = {c.id: k for k, c in enumerate(cands)}
+    # the facts that changed among the first contenders, as the judge saw them before the final order
+    changed = [(index[old], index[new]) for old, new in trace.superseded.items()
+               if max(index.get(old, CONTENDERS), index.get(new, CONTENDERS)) < CONTENDERS]
     x = judge_features([c.features.get("cosine", 0.0) for c in cands], [c.rerank or 0.0 for c in cands],
                        [c.features.get("keyword_overlap", 0.0) for c in cands],
                        [c.features.get("bm25", 0.0) for c in cands], [c.final_rank or 0 for c in cands],
-                       [c.id in trace.constraints for c in cands], qtype)[:limit]
+                       [c.id in trace.constraints for c in cands], qtype, changed)[:limit]
     y = np.array([np.nan if c.id in ignore else float(c.id in answers) for c in cands[:limit]], dtype=np.float64)
     return JudgedQuestion(dataset, x, y, answerable)
 

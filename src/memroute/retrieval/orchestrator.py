@@ -213,11 +213,17 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     rank_of = {j: r for r, j in enumerate(order)}
     judged = None
     judge_model = judge.judge_for(embedder.model_id) if probs is not None else None
+    shown = order[: opts.limit]
+    # facts that changed among the first contenders, before the judge: it reads each pair as one answer
+    early = changes.superseded([candidates[j].memory for j in shown], vectors, list(vectors.values()),
+                               [k < changes.CONTENDERS for k in range(len(shown))])
     if probs is not None and judge_model is not None:  # it reads the reranker's logit; without: fixed rules
+        index = {candidates[j].memory.id: j for j in shown}
         judged = judge_model.probability(judge.judge_features(
             [c.cosine for c in candidates], probs, feats[:, FEATURES.index("keyword_overlap")],
             feats[:, FEATURES.index("bm25")], [rank_of[j] for j in range(len(candidates))],
-            [j in found_for_need for j in range(len(candidates))], analysis.query_type.value))
+            [j in found_for_need for j in range(len(candidates))], analysis.query_type.value,
+            [(index[old], index[new]) for old, new in early.items()]))
     best = max((float(judged[j]) for j in order[: opts.limit]), default=0.0) if judged is not None else 0.0
     chosen = []
     for rank, j in enumerate(order[: opts.limit]):
@@ -245,8 +251,9 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             scores["llm"] = judgement.judged[j]
             score, level, why = judgement.apply(j, score, level, why)
         chosen.append(RecalledMemory(c.memory, score, level, why, scores))
-    links = changes.superseded([m.memory for m in chosen], vectors, list(vectors.values()),
-                               [m.relevance != "none" or k < changes.CONTENDERS for k, m in enumerate(chosen)])
+    relevant = [m.relevance != "none" or k < changes.CONTENDERS for k, m in enumerate(chosen)]
+    links = early if not any(relevant[changes.CONTENDERS:]) else \
+        changes.superseded([m.memory for m in chosen], vectors, list(vectors.values()), relevant)
     if links:
         moved = changes.newer_first(range(len(chosen)), [m.memory.id for m in chosen], links)
         level_of = {m.memory.id: m.relevance for m in chosen}
