@@ -685,7 +685,7 @@ def _memory(row: Sequence[Any]) -> MemoryItem:
     return MemoryItem(id=mid, owner=owner, text=text, kind=MemoryKind(kind), session_id=session_id, reply=reply,
                       occurred_at=_dt(occurred), created_at=_dt(created), expires_at=_dt(expires),
                       archived=bool(archived), sensitivity=Sensitivity(int(sens)), source_type=source_type,
-                      metadata=json.loads(metadata), language=language)
+                      metadata={} if metadata == "{}" else json.loads(metadata), language=language)
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
