@@ -9,6 +9,7 @@ import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -187,6 +188,31 @@ def test_two_processes_write_same_file(db_url: str, embedder: CachedEmbedder) ->
     assert mem.search("worker 1 note 39", mode="vector", limit=1)[0].memory.id.startswith("w1-")
     _writer(db_url, 2, 1)
     assert any(h.memory.id == "w2-0" for h in mem.search("worker 2 note 0", mode="vector", limit=3))
+
+
+def test_rows_read_before_are_not_served_after_another_connection_changes_them(db_url: str,
+                                                                                 embedder: CachedEmbedder) -> None:
+    """The store keeps the rows and vectors it read between calls (stores/row_cache.py); a write through another
+    connection to the file (another worker process) must show in the next read, and an unchanged row must read
+    the same from the cache as from the table."""
+    reader = Memory.open(db_url, owner="o", embedder=embedder)
+    writer = Memory.open(db_url, owner="o", embedder=embedder)
+    item = writer.remember("the spare key is under the blue flowerpot")
+    kept = writer.remember("the car is parked on level three")
+    before = reader.store.get_vectors([kept.id, item.id], "o")
+    assert reader.get(item.id).text == item.text
+    assert reader.get(item.id) is reader.get(item.id)  # the second read came from the cache
+    writer.update(item.id, text="the spare key is now with the neighbour")
+    assert reader.get(item.id).text == "the spare key is now with the neighbour"
+    moved = reader.store.get_vectors([kept.id, item.id], "o")
+    assert list(moved) == list(before) == sorted([kept.id, item.id])  # the order the query gives, cached or not
+    assert np.array_equal(moved[kept.id], before[kept.id])
+    assert not np.array_equal(moved[item.id], before[item.id])
+    writer.forget(item.id)
+    assert reader.store.get([item.id, kept.id], "o") == [reader.get(kept.id)]
+    assert list(reader.store.get_vectors([item.id, kept.id], "o")) == [kept.id]
+    reader.close()
+    writer.close()
 
 
 def test_locked_database_is_clear_error(tmp_path: Path, embedder: CachedEmbedder) -> None:

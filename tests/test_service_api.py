@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -9,11 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope, Send
 
 from memroute import Memory, StoreError
 from memroute.cli.demo import demo_agents, demo_items
 from memroute.embed import CachedEmbedder
+from memroute.service.api import ROUTERS
 from memroute.service.app import create_app
 from tests.service_server import Live, auth, live_service, serving, settings_for
 
@@ -248,6 +252,27 @@ def test_a_mount_and_its_lifespan_are_one_line_each(tmp_path: Path, embedder: Ca
             assert httpx.get(f"{url}/healthz").status_code == 200
             assert events == ["start"]
     assert events == ["start", "stop"]
+
+
+def test_no_endpoint_or_dependency_is_handed_to_a_thread_of_its_own() -> None:
+    """FastAPI runs a plain ``def`` endpoint or dependency in a worker thread, and back: a hand-off of every
+    request on top of the one library call (``Service.run``). The ``service_of`` dependency was one, and two
+    requests in one worker process waited on each other's hand-offs (docs/benchmarks.md, issue 17 item 4)."""
+    in_threads: list[str] = []
+
+    def check(dependant: Dependant, where: str) -> None:
+        call = dependant.call
+        if call is not None and not (inspect.iscoroutinefunction(call)
+                                     or inspect.iscoroutinefunction(type(call).__call__)):  # HTTPBearer()
+            in_threads.append(f"{where}: {getattr(dependant.call, '__name__', dependant.call)}")
+        for sub in dependant.dependencies:
+            check(sub, where)
+
+    for router in ROUTERS:
+        for route in router.routes:
+            if isinstance(route, APIRoute):
+                check(route.dependant, route.path)
+    assert in_threads == []
 
 
 def test_the_app_opens_and_closes_its_own_memory(tmp_path: Path, embedder: CachedEmbedder) -> None:

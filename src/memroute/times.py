@@ -71,11 +71,15 @@ def from_micros(value: int) -> datetime:
     """The UTC time of :func:`to_micros`. A value past the calendar's ends (only a store written by an older
     memroute or by hand can hold one) reads as the calendar's first or last microsecond instead of failing."""
     micros = int(value)
-    if micros <= to_micros(_FIRST):
+    if micros <= _FIRST_MICROS:
         return _FIRST
-    if micros >= to_micros(_LAST):
+    if micros >= _LAST_MICROS:
         return _LAST
     return _EPOCH + timedelta(microseconds=micros)
+
+
+_FIRST_MICROS = to_micros(_FIRST)
+_LAST_MICROS = to_micros(_LAST)
 
 
 def checked_micros(value: datetime | None, what: str) -> int | None:

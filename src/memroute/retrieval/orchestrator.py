@@ -185,6 +185,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     feats = features(candidates, analysis, ref_now)
     reranker = model or default_model()
     probs = reranker.score(feats) if opts.rerank else None
+    feature_rows = [dict(zip(FEATURES, row, strict=True)) for row in feats.tolist()]  # floats once, not per use
     rerank_ms = (time.perf_counter() - t0) * 1000
     stages["rerank"] = rerank_ms
     if opts.rerank:
@@ -228,7 +229,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     chosen = []
     for rank, j in enumerate(order[: opts.limit]):
         c = candidates[j]
-        fdict = dict(zip(FEATURES, map(float, feats[j]), strict=True))
+        fdict = feature_rows[j]
         body = c.memory.full_text.casefold()
         matched = [k for k, forms in keyword_forms.items() if forms and all(f in body for f in forms)]
         score = float(probs[j]) if probs is not None else c.fused
@@ -272,7 +273,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         tuple(SearchTrace(s.name, s.weight, s.ms, tuple((h.id, h.score) for h in s.hits)) for s in out.lists),
         str(Fusion(opts.fusion)),
         tuple(CandidateTrace(c.memory.id, c.fused, c.rank, None if probs is None else float(probs[k]),
-                             dict(c.scores), dict(zip(FEATURES, map(float, feats[k]), strict=True)),
+                             dict(c.scores), feature_rows[k],
                              judgement.final.get(k) if judgement is not None else None, rank_of[k],
                              None if judged is None else float(judged[k]))
               for k, c in enumerate(candidates)),

@@ -43,6 +43,7 @@ from memroute.stores import index_files
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.memory_index import NEVER, NO_TIME, MemoryIndex, RowMeta
 from memroute.stores.migrations.sqlite import MIGRATIONS
+from memroute.stores.row_cache import RowCache
 from memroute.stores.sqlite_files import make_owner_only
 from memroute.times import checked_micros, from_micros, to_micros
 from memroute.types import MemoryItem, MemoryKind, Message, ScoredId, SearchFilter, Sensitivity, utcnow
@@ -140,6 +141,8 @@ class SQLiteStore:
             self._migrate()
         self._index: MemoryIndex | None = None
         self._index_seq = 0
+        self._item_cache: RowCache[MemoryItem] = RowCache()
+        self._vector_cache: RowCache[npt.NDArray[np.float32]] = RowCache()
         self._writer: index_files.Writer | None = None
         self._write_after = 0.0  # (monotonic) not before, after a failed write or while another process writes
         self._model: tuple[str, int] | None = None
@@ -272,23 +275,59 @@ class SQLiteStore:
         if not ids:
             return []
         found: dict[str, MemoryItem] = {}
-        for chunk in _chunks(list(dict.fromkeys(ids)), 500):
-            marks = ",".join("?" * len(chunk))
-            for row in self._read("get memories", f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND id IN "
-                                  f"({marks})", [owner, *chunk]):
-                item = _memory(row)
-                found[item.id] = item
+        with self._lock, translate_errors("get memories", self.path):
+            cache = self._cached_items()
+            missing = []
+            for i in dict.fromkeys(ids):
+                item = cache.get(owner, i)
+                if item is None:
+                    missing.append(i)
+                else:
+                    found[i] = item
+            for chunk in _chunks(missing, 500):
+                marks = ",".join("?" * len(chunk))
+                for row in self._conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks})",
+                                              [owner, *chunk]).fetchall():
+                    item = _memory(row)
+                    found[item.id] = item
+                    cache.put(owner, item.id, item)
         return [found[i] for i in ids if i in found]
 
     def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]:
-        out: dict[str, npt.NDArray[np.float32]] = {}
-        for chunk in _chunks(list(dict.fromkeys(ids)), 500):
-            marks = ",".join("?" * len(chunk))
-            for mid, blob in self._read("get vectors", "SELECT m.id, v.vector FROM memories m JOIN memory_vectors v "
-                                        f"ON v.rowid = m.rowid WHERE m.owner = ? AND m.id IN ({marks})",
-                                        [owner, *chunk]):
-                out[mid] = np.frombuffer(blob, dtype=np.float32)
-        return out
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        unique = list(dict.fromkeys(ids))
+        with self._lock, translate_errors("get vectors", self.path):
+            cache = self._cached_vectors()
+            missing = []
+            for i in unique:
+                vector = cache.get(owner, i)
+                if vector is None:
+                    missing.append(i)
+                else:
+                    found[i] = vector
+            for chunk in _chunks(missing, 500):
+                marks = ",".join("?" * len(chunk))
+                for mid, blob in self._conn.execute(
+                        "SELECT m.id, v.vector FROM memories m JOIN memory_vectors v ON v.rowid = m.rowid "
+                        f"WHERE m.owner = ? AND m.id IN ({marks})", [owner, *chunk]).fetchall():
+                    found[mid] = vector = np.frombuffer(blob, dtype=np.float32)  # read-only: safe to share
+                    cache.put(owner, mid, vector)
+        # in the order the query gives them (by id, per batch of 500): a recall's duplicate and change checks
+        # sum over the vectors in this order, and their floats must not depend on what was cached
+        return {i: found[i] for chunk in _chunks(unique, 500) for i in sorted(chunk) if i in found}
+
+    def _cached_items(self) -> RowCache[MemoryItem]:
+        """The rows read before, emptied if anything was written since (call with the lock held)."""
+        self._item_cache.at(self._change_seq())
+        return self._item_cache
+
+    def _cached_vectors(self) -> RowCache[npt.NDArray[np.float32]]:
+        self._vector_cache.at(self._change_seq())
+        return self._vector_cache
+
+    def _change_seq(self) -> int:
+        """Where the change log is: every write to memories (this process's or another's) moves it."""
+        return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM index_changes").fetchone()[0])
 
     def delete(self, ids: Sequence[str], owner: str) -> int:
         if not ids:
@@ -685,7 +724,7 @@ def _memory(row: Sequence[Any]) -> MemoryItem:
     return MemoryItem(id=mid, owner=owner, text=text, kind=MemoryKind(kind), session_id=session_id, reply=reply,
                       occurred_at=_dt(occurred), created_at=_dt(created), expires_at=_dt(expires),
                       archived=bool(archived), sensitivity=Sensitivity(int(sens)), source_type=source_type,
-                      metadata=json.loads(metadata), language=language)
+                      metadata={} if metadata == "{}" else json.loads(metadata), language=language)
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
