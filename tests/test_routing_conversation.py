@@ -9,6 +9,7 @@ from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedde
 from memroute.errors import InputError
 from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.cues import read_cues
+from memroute.routing.policy import PolicyParams
 from memroute.text import detect_language
 from memroute.types import Agent
 from tests.recording import Recording, thread_names
@@ -160,8 +161,7 @@ def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: 
         first, second = ahead.route(text, session="ahead"), inline.route(text, session="inline")
         # e5's ~20-30 ms go to a worker; use-m3's ~2 ms are not worth handing over
         on_worker = [name.startswith("memroute-embed") for name in threads]
-        # (a Japanese or Korean turn that stays then reads the message with the previous one, in the caller)
-        assert on_worker[:1] == [detect_language(text) in ("ja", "ko")] and not any(on_worker[1:])
+        assert on_worker == [detect_language(text) in ("ja", "ko")]
         assert (first.agent, first.action, first.scores) == (second.agent, second.action, second.scores)
 
 
@@ -170,7 +170,8 @@ def test_a_korean_turn_that_stays_is_read_with_the_previous_user_turn(memory: Me
     seen: list[str] = []
     e5 = E5SmallEmbedder()
     language_aware = LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
-    conv = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=Recording(language_aware, seen.extend)))
+    recording = AgentRouter(embedder=Recording(language_aware, seen.extend))
+    conv = ConversationRouter(memory, AGENTS, router=recording, params=PolicyParams(with_previous=1.0))
     first = "이 파이썬 코드 리뷰해 주세요"
     assert conv.route(first, session="pair").agent == AGENTS[1]
     memory.add_message("pair", "assistant", "3번째 줄에 버그가 있어요.")
@@ -184,6 +185,12 @@ def test_a_korean_turn_that_stays_is_read_with_the_previous_user_turn(memory: Me
     conv.route("Please review this Python function for bugs", session="en")
     conv.route("and is the naming style fine?", session="en")
     assert not any("\n" in text for text in seen if "Python" in text)  # English messages: never
+    seen.clear()
+    default = ConversationRouter(memory, AGENTS, router=recording)  # off by default (a second e5 encoding)
+    default.route(first, session="off")
+    memory.add_message("off", "assistant", "3번째 줄에 버그가 있어요.")
+    assert default.route(follow, session="off").action in ("stayed", "revised")
+    assert seen and not any("\n" in text for text in seen)
 
 
 def test_the_message_read_with_the_previous_turn_is_task_evidence() -> None:
@@ -191,7 +198,7 @@ def test_the_message_read_with_the_previous_turn_is_task_evidence() -> None:
 
     import numpy as np
 
-    from memroute.routing.policy import PolicyParams, TurnFeatures, user_step
+    from memroute.routing.policy import TurnFeatures, user_step
 
     scores = np.array([0.50, 0.49, 0.10], dtype=np.float32)
     allowed = np.ones(3, dtype=bool)
@@ -199,7 +206,6 @@ def test_the_message_read_with_the_previous_turn_is_task_evidence() -> None:
     plain = TurnFeatures(read_cues("ok", None), 1)
     assert user_step(PolicyParams(), scores, allowed, 0, evidence, plain, 0.05).current == 0
     paired = replace(plain, with_previous=np.array([-1.0, 1.0, 0.0], dtype=np.float32))
-    step = user_step(PolicyParams(), scores, allowed, 0, evidence, paired, 0.05)
+    step = user_step(PolicyParams(with_previous=1.0), scores, allowed, 0, evidence, paired, 0.05)
     assert step.action == "revised" and step.current == 1
-    off = user_step(PolicyParams(with_previous=0.0), scores, allowed, 0, evidence, paired, 0.05)
-    assert off.current == 0
+    assert user_step(PolicyParams(), scores, allowed, 0, evidence, paired, 0.05).current == 0  # off by default
