@@ -9,6 +9,7 @@ from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedde
 from memroute.errors import InputError
 from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.cues import read_cues
+from memroute.routing.policy import PolicyParams
 from memroute.text import detect_language
 from memroute.types import Agent
 from tests.recording import Recording, thread_names
@@ -162,3 +163,49 @@ def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: 
         on_worker = [name.startswith("memroute-embed") for name in threads]
         assert on_worker == [detect_language(text) in ("ja", "ko")]
         assert (first.agent, first.action, first.scores) == (second.agent, second.action, second.scores)
+
+
+def test_a_korean_turn_that_stays_is_read_with_the_previous_user_turn(memory: Memory,
+                                                                      embedder: CachedEmbedder) -> None:
+    seen: list[str] = []
+    e5 = E5SmallEmbedder()
+    language_aware = LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
+    recording = AgentRouter(embedder=Recording(language_aware, seen.extend))
+    conv = ConversationRouter(memory, AGENTS, router=recording, params=PolicyParams(with_previous=1.0))
+    first = "이 파이썬 코드 리뷰해 주세요"
+    assert conv.route(first, session="pair").agent == AGENTS[1]
+    memory.add_message("pair", "assistant", "3번째 줄에 버그가 있어요.")
+    follow = "변수 이름도 봐 줘"
+    stay = conv.route(follow, session="pair")
+    assert stay.action in ("stayed", "revised") and f"{first}\n{follow}" in seen
+    memory.add_message("pair", "assistant", "변수 이름은 괜찮아요.")
+    switch_text = "그런데 내일 서울 날씨 어때?"
+    switch = conv.route(switch_text, session="pair")
+    assert switch.action == "switched" and f"{follow}\n{switch_text}" not in seen  # a switch never reads it
+    conv.route("Please review this Python function for bugs", session="en")
+    conv.route("and is the naming style fine?", session="en")
+    assert not any("\n" in text for text in seen if "Python" in text)  # English messages: never
+    seen.clear()
+    default = ConversationRouter(memory, AGENTS, router=recording)  # off by default (a second e5 encoding)
+    default.route(first, session="off")
+    memory.add_message("off", "assistant", "3번째 줄에 버그가 있어요.")
+    assert default.route(follow, session="off").action in ("stayed", "revised")
+    assert seen and not any("\n" in text for text in seen)
+
+
+def test_the_message_read_with_the_previous_turn_is_task_evidence() -> None:
+    from dataclasses import replace
+
+    import numpy as np
+
+    from memroute.routing.policy import TurnFeatures, user_step
+
+    scores = np.array([0.50, 0.49, 0.10], dtype=np.float32)
+    allowed = np.ones(3, dtype=bool)
+    evidence = np.array([0.0, 0.0, -3.0], dtype=np.float32)
+    plain = TurnFeatures(read_cues("ok", None), 1)
+    assert user_step(PolicyParams(), scores, allowed, 0, evidence, plain, 0.05).current == 0
+    paired = replace(plain, with_previous=np.array([-1.0, 1.0, 0.0], dtype=np.float32))
+    step = user_step(PolicyParams(with_previous=1.0), scores, allowed, 0, evidence, paired, 0.05)
+    assert step.action == "revised" and step.current == 1
+    assert user_step(PolicyParams(), scores, allowed, 0, evidence, paired, 0.05).current == 0  # off by default

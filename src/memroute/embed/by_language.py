@@ -117,12 +117,18 @@ def strong_columns(embedder: object) -> int | None:
     return inner.fast.dimension if isinstance(inner, LanguageAwareEmbedder) else None
 
 
+def reads_strong(embedder: object, text: str) -> bool:
+    """Whether ``embedder`` gives ``text`` a strong-encoder part (a Japanese or Korean text and a
+    :class:`LanguageAwareEmbedder`, cached or not)."""
+    inner = getattr(embedder, "inner", embedder)
+    return isinstance(inner, LanguageAwareEmbedder) and detect_language(text) in inner.languages
+
+
 def runs_strong(embedder: object, text: str, side: Side = "query") -> bool:
     """Whether ``embedder`` would run the strong encoder (e5, ~20-30 ms) for ``text``: a Japanese or Korean
     text a :class:`LanguageAwareEmbedder` has not cached. Worth a second thread; use-m3's ~2 ms is not (under
     load, handing it to another thread cost more wall-clock time than it saved, 2026-11-26)."""
-    inner = getattr(embedder, "inner", embedder)
     holds = getattr(embedder, "holds", None)
     if callable(holds) and holds(text, side):
         return False
-    return isinstance(inner, LanguageAwareEmbedder) and detect_language(text) in inner.languages
+    return reads_strong(embedder, text)

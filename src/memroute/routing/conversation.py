@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from memroute.embed.by_language import reads_strong
 from memroute.errors import InputError
 from memroute.routing.agents import check_agents
 from memroute.routing.composite import AgentRouter, ScoredQuery
@@ -213,11 +214,15 @@ class ConversationRouter:
                 scores, used_context = self._with_context(text, scored, recent, session, owner)
             features = TurnFeatures(cues, len(scored.query.tokens), "?" in text or "？" in text,
                                     continuation == "follow_up")
-            if replies and (not self.lazy_replies or user_step(
-                    self.params, scores, scored.allowed, current, evidence, features, self.floor).action
-                    in ("stayed", "revised")):
-                # The switch test never reads the evidence, so only a turn that stays pays for the replies.
+            # The switch test never reads the evidence, so only a turn that stays pays for the replies and
+            # for reading the message with the previous user turn.
+            stays = current is not None and (not self.lazy_replies or user_step(
+                self.params, scores, scored.allowed, current, evidence, features, self.floor).action
+                in ("stayed", "revised"))
+            if replies and stays:
                 evidence = self._with_replies(evidence, replies)
+            if stays and self.params.with_previous:
+                features = self._with_previous(features, text, recent)
             step = self._step(scores, scored.allowed, current, evidence, features)
             current, evidence = step.current, step.evidence
             decision = self._decision(scored, step.action, current, previous, step.gap, step.margin,
@@ -272,6 +277,15 @@ class ConversationRouter:
             a = self.router.score(prepared or reply, self.index)
             evidence = evidence + self.params.assistant_weight * normalised(a.total, self.floor)
         return evidence
+
+    def _with_previous(self, features: TurnFeatures, text: str, recent: Sequence[Message]) -> TurnFeatures:
+        """A Japanese or Korean message read together with the previous user turn ("응 그렇게 해" after "내일 세
+        시에 치과 잡아 줘"): its scores as task evidence. One more e5 encoding, only on a turn that stays."""
+        prior = [m.text for m in recent if m.role.lower() == "user" and m.text.strip()]
+        if not prior or not reads_strong(self.router.embedder, text):
+            return features
+        pair = self.router.score(f"{prior[-1]}\n{text}", self.index)
+        return replace(features, with_previous=normalised(pair.total, self.floor))
 
     def _load_evidence(self, state: dict[str, Any]) -> F32:
         """The stored evidence; agents beyond the stored best ``_EVIDENCE_KEEP`` get the lowest stored value."""

@@ -92,6 +92,13 @@ class PolicyParams:
     """Log-odds that the task moved to another agent between two user turns without the switch rule firing
     (about 1.8 %): it bounds how far an old task's evidence can lead, so a missed switch is caught by the
     following turns. Chosen on SGD dev (flat between -5 and -3.5 there)."""
+    with_previous: float = 0.0
+    """Weight, in the task evidence of a turn that stays, of the message's scores read together with the
+    previous user turn (:attr:`TurnFeatures.with_previous`; only Japanese and Korean messages have them). Off by
+    default: it costs a second e5 encoding on such a turn (CPU p95 of a ja / ko turn in `memroute bench route`
+    +11-14 ms, over the 25 ms budget). At 1.0, ko / ja / JMultiWOZ-TC dev rise 0.743 / 0.738 / 0.933 -> 0.749 /
+    0.764 / 0.949 (0.75 / 1.0 / 1.5 / 2.0 / 3.0 on the dev splits: means within 0.006 of each other, Korean stay
+    turns falling from 1.5 on; docs/benchmarks.md)."""
     assistant_weight: float = 1.0
     """Weight of an assistant turn in the task evidence (it never takes part in the switch test)."""
     context_weight: float = 0.5
@@ -115,6 +122,9 @@ class TurnFeatures:
     """Content words (the tokenizer's tokens)."""
     question: bool = False
     follow_up: bool = False
+    with_previous: F32 | None = None
+    """The message's scores read together with the previous user turn (normalised, :func:`normalised`): task
+    evidence on a turn that stays, never part of the switch test."""
 
 
 def margin_for(params: PolicyParams, message: TurnFeatures, standout: float = 0.0) -> float:
@@ -156,7 +166,8 @@ def user_step(params: PolicyParams, scores: F32, allowed: npt.NDArray[np.bool_],
     margin = margin_for(params, message, float(z[best]))
     if best != current and gap > margin:
         return Step("switched", best, z, gap, margin, best)
-    total = (carry(evidence, params.drift, message.cues.closing) + z).astype(np.float32)
+    task = z if message.with_previous is None else z + params.with_previous * message.with_previous
+    total = (carry(evidence, params.drift, message.cues.closing) + task).astype(np.float32)
     revised = int(np.argmax(np.where(allowed, total, -np.inf)))
     if total[revised] - total[current] <= params.revise_lead:
         revised = current
