@@ -1,4 +1,4 @@
-"""PostgreSQL BM25 without reading every row a query term matches: impact-ordered postings, a proven stop.
+"""PostgreSQL BM25 without summing every posting of a query's terms: impacts, MaxScore in the server.
 
 Since migration 5 every (owner, field, term, memory) has a row in ``memroute_postings`` with an *impact*:
 BM25's term-frequency part ``tf (k1 + 1) / (tf + k1 (1 - b + b dl / A))`` (:mod:`memroute.stores.bm25`)
@@ -7,18 +7,19 @@ computed with the memory's length and a reference average length ``A`` kept in `
 IDF is not in the impact: it is multiplied in at query time, so document frequencies may drift without a
 rewrite. Triggers on ``memroute_lexical`` keep the postings in step with every write, update and delete.
 
-A search reads the terms' lists in impact order a chunk at a time (the threshold algorithm: Fagin, Lotem &
-Naor, "Optimal aggregation algorithms for middleware", 2003; the impact-ordered form of Anh & Moffat,
-"Pruned query evaluation using pre-computed impacts", SIGIR 2006), fetches the lexical rows of the memories
-it meets (with the search's filters) and scores them with exact BM25, the same code as before
-(:func:`memroute.stores.pg_sql.bm25_scores`). It stops when no memory it has not met can reach the current
-``limit``-th score: such a memory's impact in each list is at most the last impact read there, so its score is
-at most :meth:`ImpactSearch.bound`. A query of many frequent terms (a long utterance) cannot be proven early
-that way; once the reads pass ``READ_BUDGET`` postings (at once for short lists or under a narrow filter),
-the server sums each memory's bound over the lists in one aggregate over the index entries
-(:func:`bounds_sql`), and memories are scored exactly in the order of their bounds until the ``limit``-th
-score beats the next bound. What is returned is therefore the exact BM25 top ``limit`` over every matching
-memory, ties in insertion order, as the SQLite store gives it.
+A search bounds a memory's score by summing, over the lists it is in, the list's factor (IDF, field weight,
+drift, slack) times its impact there, and works in the server (MaxScore: Turtle & Flood, "Query evaluation:
+strategies and optimizations", 1995). First the rarest lists are read whole and every other list's best
+postings (:data:`FIRST_SQL`); the memories with the best partial sums there are scored exactly, with the same
+code as before (:func:`memroute.stores.pg_sql.bm25_scores`): the ``limit``-th score is the bar to beat.
+Lists whose most add up to no more than the bar cannot lift a memory to it alone: the memories that can still
+enter are in the other lists ("essential"), each read only down to the impact that, with the most of every
+other list, still reaches the bar. Their bounds are completed with what the left-out lists give them (those
+lists scanned against the candidates only), and memories are scored exactly in the order of their bounds
+until the bar beats the next bound (:func:`bounds_sql`; the bar rises as memories are scored, and each round
+is planned again with it). What is returned is therefore the exact BM25 top ``limit`` over every matching
+memory, ties in insertion order, as the SQLite store gives it. (An earlier version read the lists best first
+in chunks, the threshold algorithm; it never beat one sum in the server, docs/benchmarks.md.)
 
 The bound holds for any field weights and any drift of the average length (``memroute_meta`` keeps the ``A``
 the impacts were computed with):
