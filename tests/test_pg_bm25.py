@@ -161,11 +161,12 @@ def test_a_long_list_is_left_out_and_the_others_cut_once_the_bar_is_high() -> No
     nothing is read."""
     search = ImpactSearch(["common", "rare"], 1.0, 0.0, (100_000, 1_000_000.0, 0.0), {"common": 50_000, "rare": 3},
                           limit=2, reference=10.0)
-    assert search.plan() == ([], [], 0.0) and search.bound_params("o", [], 100) is None  # the owner has no posting
-    params = search.first_params("o")
-    assert params[3] == [FIRST, 3] and params[-1] == 2 * 2 + FIRST  # the rare list whole, the common one's top
-    search.tops([(1, 2.0), (2, 1.5)])
-    assert search.first([(1,), (2,), (3,)]) == [1, 2, 3]
+    assert search.plan() == ([], [], 0.0) and search.bound_params("o", [], 100, ["o"]) is None  # no posting
+    params = search.first_params("o", ["o"])
+    assert params[3] == [FIRST, 3] and params[-2:] == [2 * 2 + FIRST, "o"]  # the rare list whole, the common's top
+    lexical = search.first([(1, 2.0, None, None, None, None, None, None), (2, 1.5, None, None, None, None, None, None),
+                            (None, None, 1, "m1", "rare", "", 1, 0), (None, None, 9, None, None, None, None, None)])
+    assert lexical == [("m1", "rare", "", 1, 0, 1)] and search.seen == {1, 9}  # 9: filtered out, not scored
     common, rare = search.lists
     assert common.top == 2.0 and rare.top == 1.5
     lists, cuts, left_out = search.plan()
@@ -176,11 +177,11 @@ def test_a_long_list_is_left_out_and_the_others_cut_once_the_bar_is_high() -> No
     assert lists == [rare] and left_out == pytest.approx(common.most)
     assert cuts[0] == pytest.approx((11.0 - common.most) / rare.factor)
     assert rare.factor * cuts[0] + common.most == pytest.approx(11.0)
-    params = search.bound_params("o", [], 100)
-    assert params is not None and params[0] == ["rare"] and params[-2:] == [11.0, 100]
+    params = search.bound_params("o", [], 100, ["o"])
+    assert params is not None and params[0] == ["rare"] and params[-3:] == [11.0, 100, "o"]
     assert params[7] == ["common"]  # scanned only against the rare list's candidates
     search.scored([(20.0, 4, "d"), (19.0, 5, "e")])  # above 0.69 x 2.0 + 10.3 x 1.5: nothing can enter
-    assert search.bound_params("o", [], 100) is None
+    assert search.bound_params("o", [], 100, ["o"]) is None
     assert search.answer() == [(20.0, "d"), (19.0, "e")]
 
 

@@ -73,52 +73,54 @@ REFRESH_SQL = (
 )
 """Recompute every impact with a new reference average length (its one parameter goes to the second)."""
 
-TOP_SQL = (
-    "SELECT l.ord, p.impact FROM unnest(%s::text[], %s::int2[]) WITH ORDINALITY AS l(term, field, ord) "
-    "CROSS JOIN LATERAL (SELECT impact FROM memroute_postings p WHERE p.owner = %s AND p.field = l.field "
-    "AND p.term = l.term ORDER BY p.impact DESC LIMIT 1) p")
-"""Each list's highest impact (lists with no posting of the owner: no row)."""
-FIRST_SQL = (
-    "SELECT p.row_id FROM unnest(%s::text[], %s::int2[], %s::float8[], %s::int8[]) AS l(term, field, factor, n) "
-    "CROSS JOIN LATERAL (SELECT impact, row_id FROM memroute_postings p WHERE p.owner = %s AND p.field = l.field "
-    "AND p.term = l.term ORDER BY p.impact DESC, p.row_id LIMIT l.n) p GROUP BY p.row_id "
-    "ORDER BY sum(l.factor * p.impact) DESC, p.row_id LIMIT %s")
-"""The memories to score first: the best partial bounds over each list's first ``n`` postings."""
+_LEXICAL = "m.id, m.tokens, m.context_tokens, m.len_own, m.len_ctx"
+"""The lexical columns a memory is scored from (:func:`memroute.stores.pg_sql.bm25_scores`, with its row id)."""
 
 
-def bounds_sql(where: str | None) -> str:
+def first_sql(where: str) -> str:
+    """Each list's highest impact, and the lexical rows of the memories to score first (the best partial sums
+    over each list's first ``n`` postings) in one statement: rows (list, its highest impact) and (row id, the
+    lexical columns, NULL when the memory does not pass the filters). Parameters: (terms, fields, factors, n,
+    owner, how many memories, the filter's parameters) ``where`` of ``where_clause``."""
+    return ("WITH t AS MATERIALIZED (SELECT l.ord, l.factor, p.impact, p.row_id FROM unnest(%s::text[], %s::int2[], "
+            "%s::float8[], %s::int8[]) WITH ORDINALITY AS l(term, field, factor, n, ord) CROSS JOIN LATERAL (SELECT "
+            "impact, row_id FROM memroute_postings p WHERE p.owner = %s AND p.field = l.field AND p.term = l.term "
+            "ORDER BY p.impact DESC, p.row_id LIMIT l.n) p), "
+            "c AS (SELECT row_id FROM t GROUP BY row_id ORDER BY sum(factor * impact) DESC, row_id LIMIT %s) "
+            "SELECT ord, max(impact)::float8, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int "
+            f"FROM t GROUP BY ord UNION ALL SELECT NULL, NULL, c.row_id, {_LEXICAL} FROM c "
+            f"LEFT JOIN memroute_lexical m ON m.row_id = c.row_id AND {where}")
+
+
+def bounds_sql(narrow: str | None, where: str) -> str:
     """The memories that can still enter, with their score bounds, best first: one statement in the server.
 
     The candidates are the memories of the essential lists (each read only down to its cut, an index range)
     whose share there, plus the most the lists left out can add, passes the bar; their bound is then made exact
     with what the left-out lists really give them (those lists are scanned against the candidates, not summed
     for every memory they hold). A list's factor times a memory's impact is that list's share of the bound.
-    Parameters: (essential terms, fields, factors, cuts, owner, [filter parameters,] the left-out lists' most,
-    the bar, left-out terms, fields, factors, owner, the bar, size). ``where`` (of ``where_clause``, its
-    parameters after the owner) keeps only the memories a narrow filter (a session, a time range) lets through,
-    reading their lexical rows: else most rows would be none of them."""
-    lexical = f"JOIN memroute_lexical m ON m.row_id = p.row_id AND {where} " if where else ""
+    Parameters: (essential terms, fields, factors, cuts, owner, [the filter's parameters,] the left-out lists'
+    most, the bar, left-out terms, fields, factors, owner, the bar, size, the filter's parameters). ``narrow``
+    (``where`` of ``where_clause``, when it names a session or a time range) keeps only the memories it lets
+    through among the candidates, reading their lexical rows: else most rows would be none of them. Each row
+    comes with the memory's lexical columns (NULL when it does not pass the filters ``where``)."""
+    lexical = f"JOIN memroute_lexical m ON m.row_id = p.row_id AND {narrow} " if narrow else ""
     return ("WITH e AS MATERIALIZED (SELECT p.row_id, sum(l.factor * p.impact) AS share FROM unnest(%s::text[], "
             "%s::int2[], %s::float8[], %s::float8[]) AS l(term, field, factor, cut) JOIN memroute_postings p ON "
             f"p.owner = %s AND p.field = l.field AND p.term = l.term AND p.impact >= l.cut {lexical}"
-            "GROUP BY p.row_id HAVING sum(l.factor * p.impact) + %s > %s) "
-            "SELECT row_id, sum(share) AS bound FROM (SELECT row_id, share FROM e UNION ALL SELECT p.row_id, "
+            "GROUP BY p.row_id HAVING sum(l.factor * p.impact) + %s > %s), "
+            "b AS (SELECT row_id, sum(share) AS bound FROM (SELECT row_id, share FROM e UNION ALL SELECT p.row_id, "
             "l.factor * p.impact FROM unnest(%s::text[], %s::int2[], %s::float8[]) AS l(term, field, factor) "
             "JOIN memroute_postings p ON p.owner = %s AND p.field = l.field AND p.term = l.term "
             "WHERE p.row_id IN (SELECT row_id FROM e)) s "
-            "GROUP BY row_id HAVING sum(share) > %s ORDER BY bound DESC, row_id LIMIT %s")
+            "GROUP BY row_id HAVING sum(share) > %s ORDER BY bound DESC, row_id LIMIT %s) "
+            f"SELECT b.row_id, b.bound, {_LEXICAL} FROM b LEFT JOIN memroute_lexical m ON m.row_id = b.row_id "
+            f"AND {where} ORDER BY b.bound DESC, b.row_id")
 
 
 REFERENCE_SQL = "SELECT value::float8 FROM memroute_meta WHERE key = 'bm25_avgdl'"
 SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 """A search's reads see one snapshot: the lists read in several statements are read as of one moment."""
-
-
-def lexical_rows_sql(where: str) -> str:
-    """The lexical rows of the given row ids that pass the filters (``where`` of ``where_clause``); its
-    parameters are the row ids, then the filter's."""
-    return ("SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical m "
-            f"WHERE m.row_id = ANY(%s) AND {where}")
 
 
 def needs_refresh(avgdl_now: float, reference: float | None) -> bool:
@@ -171,33 +173,31 @@ class ImpactSearch:
         docs, sum_own, sum_ctx = self.collection
         return (self.w_own * sum_own + self.w_ctx * sum_ctx) / max(docs, 1)
 
-    def top_params(self, owner: str) -> list[Any]:
-        """The parameters of :data:`TOP_SQL`."""
-        return [[lst.term for lst in self.lists], [lst.field for lst in self.lists], owner]
-
-    def tops(self, rows: Sequence[Sequence[Any]]) -> None:
-        """Take the rows of :data:`TOP_SQL`."""
-        for ord_, impact in rows:
-            self.lists[int(ord_) - 1].top = float(impact)
-
-    def first_params(self, owner: str) -> list[Any]:
-        """The parameters of :data:`FIRST_SQL`: the rarest lists whole (``RARE`` postings in all), the first
+    def first_params(self, owner: str, filter_params: Sequence[Any]) -> list[Any]:
+        """The parameters of :func:`first_sql`: the rarest lists whole (``RARE`` postings in all), the first
         ``FIRST`` (or ``limit``) of the others; ``2 limit + FIRST`` memories."""
-        first = max(FIRST, self.limit)
+        first = max(FIRST, self.limit, 1)
         n, budget = {}, RARE
         for k in sorted(range(len(self.lists)), key=lambda k: self.dfs[self.lists[k].term]):
             df = self.dfs[self.lists[k].term]
             n[k] = df if df <= budget else first
             budget -= df if df <= budget else budget  # a list too long for the rest ends the whole reads
         return [[lst.term for lst in self.lists], [lst.field for lst in self.lists],
-                [lst.factor for lst in self.lists], [n[k] for k in range(len(self.lists))], owner,
-                2 * self.limit + FIRST]
+                [lst.factor for lst in self.lists], [max(n[k], 1) for k in range(len(self.lists))], owner,
+                2 * self.limit + FIRST, *filter_params]
 
-    def first(self, rows: Sequence[Sequence[Any]]) -> list[int]:
-        """The row ids of :data:`FIRST_SQL`, to be scored first: their scores are the first bar."""
-        new = [int(row_id) for row_id, in rows]
-        self.seen.update(new)
-        return new
+    def first(self, rows: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+        """Take the rows of :func:`first_sql`: each list's highest impact; the lexical rows to score first
+        (id, tokens, context tokens, lengths, row id), whose scores are the first bar."""
+        lexical: list[Sequence[Any]] = []
+        for ord_, top, row_id, *columns in rows:
+            if ord_ is not None:
+                self.lists[int(ord_) - 1].top = float(top)
+            else:
+                self.seen.add(int(row_id))
+                if columns[0] is not None:
+                    lexical.append((*columns, row_id))
+        return lexical
 
     def plan(self) -> tuple[list[_List], list[float], float]:
         """(the essential lists, each one's cut, what the others add at most) for the bar now (MaxScore:
@@ -217,7 +217,8 @@ class ImpactSearch:
         cuts = [max(0.0, (theta - (total - lst.most)) / lst.factor) for lst in lists]
         return lists, cuts, left_out
 
-    def bound_params(self, owner: str, filter_params: Sequence[Any], size: int) -> list[Any] | None:
+    def bound_params(self, owner: str, narrow_params: Sequence[Any], size: int,
+                     filter_params: Sequence[Any]) -> list[Any] | None:
         """The parameters of :func:`bounds_sql` for the bar now, or None when no memory can enter any more."""
         lists, cuts, left_out = self.plan()
         if not lists:
@@ -225,14 +226,19 @@ class ImpactSearch:
         out = [lst for lst in self.lists if lst.top > 0 and lst not in lists]
         theta = self.threshold()
         return [[lst.term for lst in lists], [lst.field for lst in lists], [lst.factor for lst in lists], cuts, owner,
-                *filter_params, left_out, theta, [lst.term for lst in out], [lst.field for lst in out],
-                [lst.factor for lst in out], owner, theta, size]
+                *narrow_params, left_out, theta, [lst.term for lst in out], [lst.field for lst in out],
+                [lst.factor for lst in out], owner, theta, size, *filter_params]
 
-    def rescored(self, bounds: Sequence[Sequence[Any]]) -> list[int]:
-        """The row ids of a page of :func:`bounds_sql` not scored yet."""
-        new = [int(row_id) for row_id, _ in bounds if row_id not in self.seen]
-        self.seen.update(new)
-        return new
+    def rescored(self, bounds: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+        """The lexical rows of the memories of a page of :func:`bounds_sql` not scored yet (that pass the
+        filters)."""
+        lexical: list[Sequence[Any]] = []
+        for row_id, _, *columns in bounds:
+            if row_id not in self.seen:
+                self.seen.add(int(row_id))
+                if columns[0] is not None:
+                    lexical.append((*columns, row_id))
+        return lexical
 
     def scored(self, hits: Sequence[tuple[float, int, str]]) -> None:
         """Exact (score, row_id, id) of memories met (those passing the filters)."""

@@ -25,14 +25,12 @@ from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_bm25 import (
     AVGDL_SQL,
     DEFAULT_AVGDL,
-    FIRST_SQL,
     REFERENCE_SQL,
     REFRESH_SQL,
     SNAPSHOT_SQL,
-    TOP_SQL,
     ImpactSearch,
     bounds_sql,
-    lexical_rows_sql,
+    first_sql,
     needs_refresh,
 )
 from memroute.stores.pg_sql import (
@@ -399,18 +397,12 @@ class PgOperations:
                               float(reference[0][0]) if reference else DEFAULT_AVGDL)
         where, params = where_clause(flt)
         narrow = flt.session_id is not None or flt.start is not None or flt.end is not None
-        search.tops((yield Sql(TOP_SQL, search.top_params(flt.owner))))
-        first = search.first((yield Sql(FIRST_SQL, search.first_params(flt.owner))))
-        if first:
-            rows = yield Sql(lexical_rows_sql(where), [first, *params])
-            search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+        first = search.first((yield Sql(first_sql(where), search.first_params(flt.owner, params))))
+        search.scored(bm25_scores(first, terms, w_own, w_ctx, collection, dfs))
         size = 4 * limit + 60
-        while (bound_params := search.bound_params(flt.owner, params if narrow else [], size)) is not None:
-            bounds = yield Sql(bounds_sql(where if narrow else None), bound_params)
-            new = search.rescored(bounds)
-            if new:
-                rows = yield Sql(lexical_rows_sql(where), [new, *params])
-                search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+        while (bound_params := search.bound_params(flt.owner, params if narrow else [], size, params)) is not None:
+            bounds = yield Sql(bounds_sql(where if narrow else None, where), bound_params)
+            search.scored(bm25_scores(search.rescored(bounds), terms, w_own, w_ctx, collection, dfs))
             if len(bounds) < size or search.threshold() > bounds[-1][1]:
                 break  # every memory that can still enter was scored
             size *= 2
