@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from memroute.stores import MemoryRecord, bm25, open_store, pg_bm25
-from memroute.stores.pg_bm25 import FIRST, RARE, ImpactSearch
+from memroute.stores.pg_bm25 import READ_BUDGET, SUM_BELOW, ImpactSearch
 from memroute.stores.pg_sql import bm25_scores, tsquery, where_clause
 from memroute.types import MemoryItem, MemoryKind, SearchFilter
 from tests.pg_server import PgServer
@@ -109,13 +109,13 @@ def test_impacts_are_bm25s_term_frequency_part(pg_server: PgServer) -> None:
     store.close()
 
 
-@pytest.mark.parametrize(("rare", "first"), [(RARE, FIRST), (0, 1), (10**6, 0)])
-def test_top_k_equals_exact_bm25_through_writes_updates_deletes_and_drift(pg_server: PgServer, rare: int, first: int,
+@pytest.mark.parametrize(("budget", "sum_below"), [(READ_BUDGET, SUM_BELOW), (10**9, 0), (0, 0), (READ_BUDGET, 0)])
+def test_top_k_equals_exact_bm25_through_writes_updates_deletes_and_drift(pg_server: PgServer, budget: int,
+                                                                          sum_below: int,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the defaults, with one posting of each list scored first (a low first bar, raised as memories are
-    scored), and with every list read whole for the first memories."""
-    monkeypatch.setattr(pg_bm25, "RARE", rare)
-    monkeypatch.setattr(pg_bm25, "FIRST", first)
+    """With the defaults, with impact-ordered reads only, with sums in the server only, and with both."""
+    monkeypatch.setattr(pg_bm25, "READ_BUDGET", budget)
+    monkeypatch.setattr(pg_bm25, "SUM_BELOW", sum_below)
     url = pg_server.new_database()
     store = open_store(url)
     store.bind_model("m", 4)
@@ -154,35 +154,30 @@ def test_a_bulk_load_recomputes_impacts_when_the_average_length_moved(pg_server:
     store.close()
 
 
-def test_a_long_list_is_left_out_and_the_others_cut_once_the_bar_is_high() -> None:
-    """Unit: once ``limit`` memories scored 11 and more, the frequent term's list (at most 0.69 x 2.0 a memory)
-    cannot lift a memory to the bar alone: it is not read; the rare term's list is read only down to the impact
-    that, with everything the other list can add, still reaches the bar. Past the most both lists can add,
-    nothing is read."""
+def test_the_search_stops_before_reading_a_long_list() -> None:
+    """Unit: a rare term's few memories outscore anything a frequent term's long list could give, so that list
+    is never read; while the answer is open, lists with a share of the bound are read, then the rest."""
     search = ImpactSearch(["common", "rare"], 1.0, 0.0, (100_000, 1_000_000.0, 0.0), {"common": 50_000, "rare": 3},
                           limit=2, reference=10.0)
-    assert search.plan() == ([], [], 0.0) and search.bound_params("o", [], 100, ["o"]) is None  # no posting
-    params = search.first_params("o", ["o"])
-    assert params[3] == [FIRST, 3] and params[-2:] == [2 * 2 + FIRST, "o"]  # the rare list whole, the common's top
-    lexical = search.first([(1, 2.0, None, None, None, None, None, None), (2, 1.5, None, None, None, None, None, None),
-                            (None, None, 1, "m1", "rare", "", 1, 0), (None, None, 9, None, None, None, None, None)])
-    assert lexical == [("m1", "rare", "", 1, 0, 1)] and search.seen == {1, 9}  # 9: filtered out, not scored
-    common, rare = search.lists
-    assert common.top == 2.0 and rare.top == 1.5
-    lists, cuts, left_out = search.plan()
-    assert lists == [common, rare] and cuts == [0.0, 0.0] and left_out == 0.0  # no bar yet
+    reads = search.next_reads()
+    assert reads is not None and [lst.term for _, lst in reads] == ["rare"]  # idf 10.3 against 0.7
+    met = search.took(reads, [(1, 1.5, r) for r in (1, 2, 3)])
+    assert met == [1, 2, 3] and reads[0][1].done  # fewer than asked: the list is read to its end
     search.scored([(12.0, 1, "a"), (11.0, 2, "b"), (10.5, 3, "c")])
-    assert search.threshold() == 11.0
-    lists, cuts, left_out = search.plan()
-    assert lists == [rare] and left_out == pytest.approx(common.most)
-    assert cuts[0] == pytest.approx((11.0 - common.most) / rare.factor)
-    assert rare.factor * cuts[0] + common.most == pytest.approx(11.0)
-    params = search.bound_params("o", [], 100, ["o"])
-    assert params is not None and params[0] == ["rare"] and params[-3:] == [11.0, 100, "o"]
-    assert params[7] == ["common"]  # scanned only against the rare list's candidates
-    search.scored([(20.0, 4, "d"), (19.0, 5, "e")])  # above 0.69 x 2.0 + 10.3 x 1.5: nothing can enter
-    assert search.bound_params("o", [], 100, ["o"]) is None
-    assert search.answer() == [(20.0, "d"), (19.0, "e")]
+    assert search.bound() < search.threshold()  # the common list cannot reach 11
+    assert search.next_reads() is None
+    assert search.answer() == [(12.0, "a"), (11.0, "b")]
+    # with only one memory scored, the answer (limit 2) is open and the common list must be read
+    open_search = ImpactSearch(["common", "rare"], 1.0, 0.0, (100_000, 1_000_000.0, 0.0),
+                               {"common": 50_000, "rare": 1}, limit=2, reference=10.0)
+    reads = open_search.next_reads()
+    assert reads is not None
+    open_search.took(reads, [(1, 1.5, 1)])
+    open_search.scored([(12.0, 1, "a")])
+    reads = open_search.next_reads()
+    assert reads is not None and [lst.term for _, lst in reads] == ["common"]
+    open_search.took(reads, [(1, 2.0 - k * 1e-3, 100 + k) for k in range(64)])
+    assert reads[0][1].chunk == 128 and not reads[0][1].done  # the next read of it is twice as long
 
 
 def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) -> None:

@@ -1,4 +1,4 @@
-"""PostgreSQL BM25 without summing every posting of a query's terms: impacts, MaxScore in the server.
+"""PostgreSQL BM25 without reading every row a query term matches: impact-ordered postings, a proven stop.
 
 Since migration 5 every (owner, field, term, memory) has a row in ``memroute_postings`` with an *impact*:
 BM25's term-frequency part ``tf (k1 + 1) / (tf + k1 (1 - b + b dl / A))`` (:mod:`memroute.stores.bm25`)
@@ -7,19 +7,18 @@ computed with the memory's length and a reference average length ``A`` kept in `
 IDF is not in the impact: it is multiplied in at query time, so document frequencies may drift without a
 rewrite. Triggers on ``memroute_lexical`` keep the postings in step with every write, update and delete.
 
-A search bounds a memory's score by summing, over the lists it is in, the list's factor (IDF, field weight,
-drift, slack) times its impact there, and works in the server (MaxScore: Turtle & Flood, "Query evaluation:
-strategies and optimizations", 1995). First the rarest lists are read whole and every other list's best
-postings (:data:`FIRST_SQL`); the memories with the best partial sums there are scored exactly, with the same
-code as before (:func:`memroute.stores.pg_sql.bm25_scores`): the ``limit``-th score is the bar to beat.
-Lists whose most add up to no more than the bar cannot lift a memory to it alone: the memories that can still
-enter are in the other lists ("essential"), each read only down to the impact that, with the most of every
-other list, still reaches the bar. Their bounds are completed with what the left-out lists give them (those
-lists scanned against the candidates only), and memories are scored exactly in the order of their bounds
-until the bar beats the next bound (:func:`bounds_sql`; the bar rises as memories are scored, and each round
-is planned again with it). What is returned is therefore the exact BM25 top ``limit`` over every matching
-memory, ties in insertion order, as the SQLite store gives it. (An earlier version read the lists best first
-in chunks, the threshold algorithm; it never beat one sum in the server, docs/benchmarks.md.)
+A search reads the terms' lists in impact order a chunk at a time (the threshold algorithm: Fagin, Lotem &
+Naor, "Optimal aggregation algorithms for middleware", 2003; the impact-ordered form of Anh & Moffat,
+"Pruned query evaluation using pre-computed impacts", SIGIR 2006), fetches the lexical rows of the memories
+it meets (with the search's filters) and scores them with exact BM25, the same code as before
+(:func:`memroute.stores.pg_sql.bm25_scores`). It stops when no memory it has not met can reach the current
+``limit``-th score: such a memory's impact in each list is at most the last impact read there, so its score is
+at most :meth:`ImpactSearch.bound`. A query of many frequent terms (a long utterance) cannot be proven early
+that way; once the reads pass ``READ_BUDGET`` postings (at once for short lists or under a narrow filter),
+the server sums each memory's bound over the lists in one aggregate over the index entries
+(:func:`bounds_sql`), and memories are scored exactly in the order of their bounds until the ``limit``-th
+score beats the next bound. What is returned is therefore the exact BM25 top ``limit`` over every matching
+memory, ties in insertion order, as the SQLite store gives it.
 
 The bound holds for any field weights and any drift of the average length (``memroute_meta`` keeps the ``A``
 the impacts were computed with):
@@ -44,12 +43,16 @@ from typing import Any
 
 from memroute.stores import bm25
 
-FIRST = 16
-"""Postings read from the top of each list (``limit`` when larger) to find the first memories to score."""
-RARE = 4_000
-"""The rarest terms' lists are read whole for the first memories to score, up to this many postings in all:
-in a long query the best memories hold several rare terms, and scoring them first sets a bar that leaves the
-frequent terms' lists out (their postings are most of what a search would read)."""
+FIRST_CHUNK = 64
+"""Postings read from a list the first time; each further read of the same list doubles it."""
+READ_BUDGET = 300
+"""Postings the impact-ordered reads may take before the search switches to summing bounds in the server:
+a query of many frequent terms (a long utterance) cannot be proven early, as a memory holding all of its
+terms once could still win, and then one aggregate over the lists is cheaper than reading them in chunks."""
+SUM_BELOW = 30_000
+"""A query whose terms' document frequencies add up to at most this many postings sums the bounds in the
+server at once: one aggregate over that many index entries cost no more than the impact-ordered reads (a few
+statements and the rows met scored in Python) at 100k memories on the benchmark machine."""
 SLACK = 1e-6
 """Impacts are stored as ``real`` (24-bit mantissa): the bound is raised by this much so rounding never cuts."""
 DRIFT = 1.25
@@ -73,54 +76,41 @@ REFRESH_SQL = (
 )
 """Recompute every impact with a new reference average length (its one parameter goes to the second)."""
 
-_LEXICAL = "m.id, m.tokens, m.context_tokens, m.len_own, m.len_ctx"
-"""The lexical columns a memory is scored from (:func:`memroute.stores.pg_sql.bm25_scores`, with its row id)."""
+POSTINGS_SQL = (
+    "SELECT l.ord, p.impact, p.row_id FROM unnest(%s::text[], %s::int2[], %s::real[], %s::int8[], %s::int4[]) "
+    "WITH ORDINALITY AS l(term, field, below, after, n, ord) CROSS JOIN LATERAL (SELECT impact, row_id FROM "
+    "memroute_postings p WHERE p.owner = %s AND p.field = l.field AND p.term = l.term AND p.impact <= l.below AND "
+    "(p.impact < l.below OR p.row_id > l.after) ORDER BY p.impact DESC, p.row_id LIMIT l.n) p")
+"""The next postings of several lists in one statement: list ``ord`` after its last (impact, row_id) read."""
 
 
-def first_sql(where: str) -> str:
-    """Each list's highest impact, and the lexical rows of the memories to score first (the best partial sums
-    over each list's first ``n`` postings) in one statement: rows (list, its highest impact) and (row id, the
-    lexical columns, NULL when the memory does not pass the filters). Parameters: (terms, fields, factors, n,
-    owner, how many memories, the filter's parameters) ``where`` of ``where_clause``."""
-    return ("WITH t AS MATERIALIZED (SELECT l.ord, l.factor, p.impact, p.row_id FROM unnest(%s::text[], %s::int2[], "
-            "%s::float8[], %s::int8[]) WITH ORDINALITY AS l(term, field, factor, n, ord) CROSS JOIN LATERAL (SELECT "
-            "impact, row_id FROM memroute_postings p WHERE p.owner = %s AND p.field = l.field AND p.term = l.term "
-            "ORDER BY p.impact DESC, p.row_id LIMIT l.n) p), "
-            "c AS (SELECT row_id FROM t GROUP BY row_id ORDER BY sum(factor * impact) DESC, row_id LIMIT %s) "
-            "SELECT ord, max(impact)::float8, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int "
-            f"FROM t GROUP BY ord UNION ALL SELECT NULL, NULL, c.row_id, {_LEXICAL} FROM c "
-            f"LEFT JOIN memroute_lexical m ON m.row_id = c.row_id AND {where}")
-
-
-def bounds_sql(narrow: str | None, where: str) -> str:
-    """The memories that can still enter, with their score bounds, best first: one statement in the server.
-
-    The candidates are the memories of the essential lists (each read only down to its cut, an index range)
-    whose share there, plus the most the lists left out can add, passes the bar; their bound is then made exact
-    with what the left-out lists really give them (those lists are scanned against the candidates, not summed
-    for every memory they hold). A list's factor times a memory's impact is that list's share of the bound.
-    Parameters: (essential terms, fields, factors, cuts, owner, [the filter's parameters,] the left-out lists'
-    most, the bar, left-out terms, fields, factors, owner, the bar, size, the filter's parameters). ``narrow``
-    (``where`` of ``where_clause``, when it names a session or a time range) keeps only the memories it lets
-    through among the candidates, reading their lexical rows: else most rows would be none of them. Each row
-    comes with the memory's lexical columns (NULL when it does not pass the filters ``where``)."""
-    lexical = f"JOIN memroute_lexical m ON m.row_id = p.row_id AND {narrow} " if narrow else ""
-    return ("WITH e AS MATERIALIZED (SELECT p.row_id, sum(l.factor * p.impact) AS share FROM unnest(%s::text[], "
-            "%s::int2[], %s::float8[], %s::float8[]) AS l(term, field, factor, cut) JOIN memroute_postings p ON "
-            f"p.owner = %s AND p.field = l.field AND p.term = l.term AND p.impact >= l.cut {lexical}"
-            "GROUP BY p.row_id HAVING sum(l.factor * p.impact) + %s > %s), "
-            "b AS (SELECT row_id, sum(share) AS bound FROM (SELECT row_id, share FROM e UNION ALL SELECT p.row_id, "
-            "l.factor * p.impact FROM unnest(%s::text[], %s::int2[], %s::float8[]) AS l(term, field, factor) "
-            "JOIN memroute_postings p ON p.owner = %s AND p.field = l.field AND p.term = l.term "
-            "WHERE p.row_id IN (SELECT row_id FROM e)) s "
-            "GROUP BY row_id HAVING sum(share) > %s ORDER BY bound DESC, row_id LIMIT %s) "
-            f"SELECT b.row_id, b.bound, {_LEXICAL} FROM b LEFT JOIN memroute_lexical m ON m.row_id = b.row_id "
-            f"AND {where} ORDER BY b.bound DESC, b.row_id")
+def bounds_sql(where: str | None) -> str:
+    """Every memory of the owner that holds a query term, with its score bound (each list's share summed), best
+    first: one pass over the lists' index entries in the server. A memory's exact score is at most its bound,
+    so once the ``limit``-th exact score beats the bound of the next page, the answer is final. ``where`` (of
+    ``where_clause``, its parameters after the owner) keeps only the memories a narrow filter (a session, a
+    time range) lets through, reading their lexical rows: else most pages would hold none of them."""
+    lexical = f"JOIN memroute_lexical m ON m.row_id = p.row_id AND {where} " if where else ""
+    return ("SELECT p.row_id, sum(l.factor * p.impact) AS bound FROM unnest(%s::text[], %s::int2[], %s::float8[]) "
+            "AS l(term, field, factor) JOIN memroute_postings p ON p.owner = %s AND p.field = l.field AND "
+            f"p.term = l.term {lexical}GROUP BY p.row_id ORDER BY bound DESC, p.row_id LIMIT %s OFFSET %s")
 
 
 REFERENCE_SQL = "SELECT value::float8 FROM memroute_meta WHERE key = 'bm25_avgdl'"
-SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
-"""A search's reads see one snapshot: the lists read in several statements are read as of one moment."""
+WORK_MEM = "64MB"
+"""The search's ``work_mem``: summing a long utterance's lists at 1M memories groups ~460,000 postings into
+~300,000 memories, which spilled the hash aggregate to disk in five batches with the default 4 MB (the same
+statement ran 514-574 ms with 64 MB against 660-726 ms, back to back at load 9; docs/benchmarks.md)."""
+SNAPSHOT_SQL = f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET LOCAL work_mem = '{WORK_MEM}'"
+"""A search's reads see one snapshot (a list read in several statements is read as of one moment), with room
+to sum the lists in memory."""
+
+
+def lexical_rows_sql(where: str) -> str:
+    """The lexical rows of the given row ids that pass the filters (``where`` of ``where_clause``); its
+    parameters are the row ids, then the filter's."""
+    return ("SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical m "
+            f"WHERE m.row_id = ANY(%s) AND {where}")
 
 
 def needs_refresh(avgdl_now: float, reference: float | None) -> bool:
@@ -133,15 +123,12 @@ def needs_refresh(avgdl_now: float, reference: float | None) -> bool:
 class _List:
     term: str
     field: int
-    factor: float
-    """What an impact of this list is multiplied by in a bound: IDF, field weight (at least 1), drift, slack."""
-    top: float = 0.0
-    """The list's highest impact (0: no posting of the owner)."""
-
-    @property
-    def most(self) -> float:
-        """The most this list adds to any memory's score bound."""
-        return self.factor * self.top
+    idf: float
+    weight: float
+    below: float = math.inf
+    after: int = -1
+    chunk: int = FIRST_CHUNK
+    done: bool = False
 
 
 @dataclass
@@ -160,85 +147,89 @@ class ImpactSearch:
     seen: set[int] = field(default_factory=set)
     best: list[tuple[float, int, str]] = field(default_factory=list)
     """A min-heap of the ``limit`` best (score, -row_id, id): its root is the one to beat."""
+    postings_read: int = 0
+    rounds: int = 0
 
     def __post_init__(self) -> None:
         docs = self.collection[0]
-        drift = max(1.0, self.avgdl / self.reference) if self.reference > 0 else math.inf
         fields = ((0, self.w_own),) + (((1, self.w_ctx),) if self.w_ctx > 0 else ())
-        self.lists = [_List(t, f, bm25.idf(docs, self.dfs[t]) * max(1.0, w) * drift * (1 + SLACK))
-                      for t in self.terms for f, w in fields if w > 0]
+        self.lists = [_List(t, f, bm25.idf(docs, self.dfs[t]), max(1.0, w)) for t in self.terms for f, w in fields
+                      if w > 0]
 
     @property
     def avgdl(self) -> float:
         docs, sum_own, sum_ctx = self.collection
         return (self.w_own * sum_own + self.w_ctx * sum_ctx) / max(docs, 1)
 
-    def first_params(self, owner: str, filter_params: Sequence[Any]) -> list[Any]:
-        """The parameters of :func:`first_sql`: the rarest lists whole (``RARE`` postings in all), the first
-        ``FIRST`` (or ``limit``) of the others; ``2 limit + FIRST`` memories."""
-        first = max(FIRST, self.limit, 1)
-        n, budget = {}, RARE
-        for k in sorted(range(len(self.lists)), key=lambda k: self.dfs[self.lists[k].term]):
-            df = self.dfs[self.lists[k].term]
-            n[k] = df if df <= budget else first
-            budget -= df if df <= budget else budget  # a list too long for the rest ends the whole reads
-        return [[lst.term for lst in self.lists], [lst.field for lst in self.lists],
-                [lst.factor for lst in self.lists], [max(n[k], 1) for k in range(len(self.lists))], owner,
-                2 * self.limit + FIRST, *filter_params]
+    def _contribution(self, lst: _List) -> float:
+        if lst.done:
+            return 0.0
+        drift = max(1.0, self.avgdl / self.reference)
+        impact = lst.below if not math.isinf(lst.below) else bm25.K1 + 1  # the most any impact can be
+        return lst.idf * lst.weight * drift * impact * (1 + SLACK)
 
-    def first(self, rows: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
-        """Take the rows of :func:`first_sql`: each list's highest impact; the lexical rows to score first
-        (id, tokens, context tokens, lengths, row id), whose scores are the first bar."""
-        lexical: list[Sequence[Any]] = []
-        for ord_, top, row_id, *columns in rows:
-            if ord_ is not None:
-                self.lists[int(ord_) - 1].top = float(top)
-            else:
-                self.seen.add(int(row_id))
-                if columns[0] is not None:
-                    lexical.append((*columns, row_id))
-        return lexical
+    def bound(self) -> float:
+        """The highest score a memory not met yet can have."""
+        return sum(self._contribution(lst) for lst in self.lists)
 
-    def plan(self) -> tuple[list[_List], list[float], float]:
-        """(the essential lists, each one's cut, what the others add at most) for the bar now (MaxScore:
-        Turtle & Flood, "Query evaluation: strategies and optimizations", 1995).
+    def final(self) -> bool:
+        """Whether no memory not met yet can enter the answer."""
+        if self.avgdl <= 0 or self.limit <= 0:
+            return True
+        bound = self.bound()
+        return bound <= 0 or (len(self.best) >= self.limit and bound < self.threshold())
 
-        With ``θ`` the score to beat, a memory in no list but those whose shares add up to at most ``θ``
-        scores below ``θ`` (every share is raised by the slack): those lists are left out, and the memories
-        that can still enter are in the others. A memory in list ``i`` scores less than its share there plus
-        the most every other list adds, so only impacts of at least ``(θ - others) / factor`` are read from
-        it; a memory below the cut of any of its lists cannot enter, so a bound missing that list's share
-        (the memory met through another list) only concerns memories that lose anyway."""
-        theta = self.threshold()
-        lists = sorted((lst for lst in self.lists if lst.top > 0), key=lambda lst: lst.most)
-        total, left_out = sum(lst.most for lst in lists), 0.0
-        while lists and theta > 0 and left_out + lists[0].most <= theta:
-            left_out += lists.pop(0).most
-        cuts = [max(0.0, (theta - (total - lst.most)) / lst.factor) for lst in lists]
-        return lists, cuts, left_out
+    def threshold(self) -> float:
+        """The score to beat, or 0 while fewer than ``limit`` memories scored."""
+        return self.best[0][0] if len(self.best) >= self.limit else 0.0
 
-    def bound_params(self, owner: str, narrow_params: Sequence[Any], size: int,
-                     filter_params: Sequence[Any]) -> list[Any] | None:
-        """The parameters of :func:`bounds_sql` for the bar now, or None when no memory can enter any more."""
-        lists, cuts, left_out = self.plan()
-        if not lists:
+    def next_reads(self) -> list[tuple[int, _List]] | None:
+        """The lists to read next (index, list), or None when the answer is final.
+
+        A list is read when its share of the bound is at least the gap to close divided by the number of
+        lists: the list that holds the bound up most is always among them."""
+        if self.final() or self.postings_read >= READ_BUDGET or sum(self.dfs.values()) <= SUM_BELOW:
             return None
-        out = [lst for lst in self.lists if lst.top > 0 and lst not in lists]
-        theta = self.threshold()
-        return [[lst.term for lst in lists], [lst.field for lst in lists], [lst.factor for lst in lists], cuts, owner,
-                *narrow_params, left_out, theta, [lst.term for lst in out], [lst.field for lst in out],
-                [lst.factor for lst in out], owner, theta, size, *filter_params]
+        bound, theta = self.bound(), self.threshold()
+        gap = (bound - theta) / len(self.lists)
+        return [(i, lst) for i, lst in enumerate(self.lists) if not lst.done and self._contribution(lst) >= gap]
 
-    def rescored(self, bounds: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
-        """The lexical rows of the memories of a page of :func:`bounds_sql` not scored yet (that pass the
-        filters)."""
-        lexical: list[Sequence[Any]] = []
-        for row_id, _, *columns in bounds:
+    def read_params(self, reads: Sequence[tuple[int, _List]], owner: str) -> list[Any]:
+        return [[lst.term for _, lst in reads], [lst.field for _, lst in reads], [lst.below for _, lst in reads],
+                [lst.after for _, lst in reads], [lst.chunk for _, lst in reads], owner]
+
+    def took(self, reads: Sequence[tuple[int, _List]], rows: Sequence[Sequence[Any]]) -> list[int]:
+        """Record the postings read (rows of ``POSTINGS_SQL``, in each list's order); the row ids met first now."""
+        self.rounds += 1
+        self.postings_read += len(rows)
+        got = [0] * len(reads)
+        new: list[int] = []
+        for ord_, impact, row_id in rows:
+            k = int(ord_) - 1
+            lst = reads[k][1]
+            got[k] += 1
+            lst.below, lst.after = float(impact), int(row_id)
             if row_id not in self.seen:
-                self.seen.add(int(row_id))
-                if columns[0] is not None:
-                    lexical.append((*columns, row_id))
-        return lexical
+                self.seen.add(row_id)
+                new.append(int(row_id))
+        for k, (_, lst) in enumerate(reads):
+            if got[k] < lst.chunk:
+                lst.done = True
+            lst.chunk *= 2
+        return new
+
+    def bound_params(self, owner: str) -> list[Any]:
+        """The first parameters of :func:`bounds_sql`: each list's factor on an impact (its share of
+        :meth:`bound`), then the owner."""
+        drift = max(1.0, self.avgdl / self.reference)
+        return [[lst.term for lst in self.lists], [lst.field for lst in self.lists],
+                [lst.idf * lst.weight * drift * (1 + SLACK) for lst in self.lists], owner]
+
+    def rescored(self, bounds: Sequence[Sequence[Any]]) -> list[int]:
+        """The row ids of a page of :func:`bounds_sql` not scored yet (each has already been met or is new)."""
+        new = [int(row_id) for row_id, _ in bounds if row_id not in self.seen]
+        self.seen.update(new)
+        return new
 
     def scored(self, hits: Sequence[tuple[float, int, str]]) -> None:
         """Exact (score, row_id, id) of memories met (those passing the filters)."""
@@ -248,10 +239,6 @@ class ImpactSearch:
                 heapq.heappush(self.best, item)
             elif item > self.best[0]:
                 heapq.heapreplace(self.best, item)
-
-    def threshold(self) -> float:
-        """The score to beat, or 0 while fewer than ``limit`` memories scored."""
-        return self.best[0][0] if len(self.best) >= self.limit else 0.0
 
     def answer(self) -> list[tuple[float, str]]:
         """(score, id) best first, ties in insertion order."""

@@ -25,12 +25,13 @@ from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_bm25 import (
     AVGDL_SQL,
     DEFAULT_AVGDL,
+    POSTINGS_SQL,
     REFERENCE_SQL,
     REFRESH_SQL,
     SNAPSHOT_SQL,
     ImpactSearch,
     bounds_sql,
-    first_sql,
+    lexical_rows_sql,
     needs_refresh,
 )
 from memroute.stores.pg_sql import (
@@ -397,15 +398,22 @@ class PgOperations:
                               float(reference[0][0]) if reference else DEFAULT_AVGDL)
         where, params = where_clause(flt)
         narrow = flt.session_id is not None or flt.start is not None or flt.end is not None
-        first = search.first((yield Sql(first_sql(where), search.first_params(flt.owner, params))))
-        search.scored(bm25_scores(first, terms, w_own, w_ctx, collection, dfs))
-        size = 4 * limit + 60
-        while (bound_params := search.bound_params(flt.owner, params if narrow else [], size, params)) is not None:
-            bounds = yield Sql(bounds_sql(where if narrow else None, where), bound_params)
-            search.scored(bm25_scores(search.rescored(bounds), terms, w_own, w_ctx, collection, dfs))
-            if len(bounds) < size or search.threshold() > bounds[-1][1]:
-                break  # every memory that can still enter was scored
-            size *= 2
+        while not narrow and (reads := search.next_reads()):
+            met = search.took(reads, (yield Sql(POSTINGS_SQL, search.read_params(reads, flt.owner))))
+            if met:
+                rows = yield Sql(lexical_rows_sql(where), [met, *params])
+                search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+        offset, size = 0, 4 * limit + 60
+        while not search.final():  # past the read budget, or a narrow filter: bounds summed in the server
+            bounds = yield Sql(bounds_sql(where if narrow else None),
+                               [*search.bound_params(flt.owner), *(params if narrow else []), size, offset])
+            new = search.rescored(bounds)
+            if new:
+                rows = yield Sql(lexical_rows_sql(where), [new, *params])
+                search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+            if len(bounds) < size or (len(search.best) >= limit and search.threshold() > bounds[-1][1]):
+                break
+            offset, size = offset + size, 2 * size
         return [ScoredId(mid, score) for score, mid in search.answer()]
 
     def op_search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
