@@ -48,11 +48,13 @@ def test_copy_sqlite_to_postgres_and_back(pg_server: PgServer, tmp_path: Path, e
     assert store_checksum(src) == store_checksum(pg) == store_checksum(dst)
     assert pg.get_state("route", "s1", "alice") == {"agent": "travel"}
     assert [m.text for m in pg.recent_messages("s1", "alice")] == ["hello"]
-    # The same search answers the same on both backends.
+    # The same search answers the same on both backends (a hybrid one runs its two searches at once on
+    # PostgreSQL, one after the other on SQLite).
     with Memory.open(sqlite_url, owner="alice", embedder=embedder) as a, \
             Memory.open(pg_url, owner="alice", embedder=embedder) as b:
+        assert b.parallel_searches and not a.parallel_searches
         for q in ("プロジェクト1", "회의 3", "note 7"):
-            for mode in ("bm25", "vector"):
+            for mode in ("bm25", "vector", "hybrid"):
                 ra = [(h.memory.id, round(h.score, 4)) for h in a.search(q, mode=mode, limit=5)]
                 rb = [(h.memory.id, round(h.score, 4)) for h in b.search(q, mode=mode, limit=5)]
                 assert ra == rb, (q, mode)

@@ -72,6 +72,9 @@ class MemoryCore:
         self.settings = settings or Settings()
         self.owner = owner or self.settings.owner
         self.llm = llm
+        self.parallel_searches = False
+        """Whether a sync store runs a hybrid search's two searches in two threads (a store whose searches run
+        in a server says so with ``concurrent_searches``)."""
 
     @staticmethod
     def _resolve(url: str | None, embedder: Embedder | str | None, settings: Settings | None,
@@ -254,7 +257,7 @@ class MemoryCore:
         if mode in ("vector", "hybrid"):
             vec = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]
             calls["vector"] = Call("search_vector", (vec, flt, depth))
-        done = yield Gather(tuple(calls.values()))
+        done = yield Gather(tuple(calls.values()), self.parallel_searches)
         lists: dict[str, builtins.list[ScoredId]] = {name: hits for name, (hits, _) in zip(calls, done, strict=True)}
         fused = rrf(lists.values())
         top = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
@@ -340,6 +343,7 @@ class Memory(MemoryCore):
                  owner: str | None = None, llm: LlmAssistant | None = None) -> None:
         super().__init__(embedder, settings, owner, llm)
         self.store = store
+        self.parallel_searches = getattr(store, "concurrent_searches", False) is True
         store.bind_model(embedder.model_id, embedder.dimension)
 
     @classmethod

@@ -97,8 +97,13 @@ def bounds_sql(where: str | None) -> str:
 
 
 REFERENCE_SQL = "SELECT value::float8 FROM memroute_meta WHERE key = 'bm25_avgdl'"
-SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
-"""A search's reads see one snapshot: a list read in several statements is read as of one moment."""
+WORK_MEM = "64MB"
+"""The search's ``work_mem``: summing a long utterance's lists at 1M memories groups ~460,000 postings into
+~300,000 memories, which spilled the hash aggregate to disk in five batches with the default 4 MB (the same
+statement ran 514-574 ms with 64 MB against 660-726 ms, back to back at load 9; docs/benchmarks.md)."""
+SNAPSHOT_SQL = f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET LOCAL work_mem = '{WORK_MEM}'"
+"""A search's reads see one snapshot (a list read in several statements is read as of one moment), with room
+to sum the lists in memory."""
 
 
 def lexical_rows_sql(where: str) -> str:

@@ -117,6 +117,10 @@ def run_op(conn: psycopg.Connection[Any], op: Op[T], step: Step | Done[T] | None
 class PostgresStore(PgOperations):
     """A :class:`memroute.stores.base.Store` on PostgreSQL with pgvector."""
 
+    concurrent_searches = True
+    """Each search is a statement in the server on a pooled connection of its own: ``Memory.search`` runs a
+    hybrid search's BM25 and vector searches at once (in two threads) rather than one after the other."""
+
     def __init__(self, url: str, min_connections: int = 1, max_connections: int = 8,
                  connect_timeout_s: float = 10.0, index_in_background: bool = True,
                  pending_rows: int = PENDING_ROWS) -> None:
