@@ -31,6 +31,7 @@ from memroute.runtime import limit_openmp_here, limit_threads
 from memroute.stores import ann, bm25, quantized
 from memroute.stores.ann import AnnGraph
 from memroute.stores.postings import Csr, Postings
+from memroute.stores.vector_file import VectorFile
 from memroute.text.tokenizers import index_terms
 from memroute.times import to_micros
 from memroute.types import MemoryItem, MemoryKind, ScoredId, SearchFilter
@@ -41,6 +42,7 @@ _META = ("_alive", "_owner", "_session", "_kind", "_sens", "_occurred", "_expire
          "_len_ctx", "_row")
 
 
+_SCORE_BLOCK = 8192
 NO_TIME = np.iinfo(np.int64).min
 """``occurred_at`` of a row without one (it matches no time range)."""
 NEVER = np.iinfo(np.int64).max
@@ -116,19 +118,27 @@ class Snapshot:
     graph: AnnGraph | None
     ann_rows: int
     live: int
+    vector_file: VectorFile | None = None
+    """The saved file that holds the matrix's first rows, read instead of it (:mod:`memroute.stores.vector_file`)."""
 
     @property
     def rows(self) -> int:
         return len(self.matrix)
+
+    def vectors(self, slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+        """The vectors of ``slots``, read from the saved file where it holds them, not through a memory map."""
+        return _take(self.matrix, self.vector_file, slots)
 
 
 class MemoryIndex:
     """Rows keyed by the backend's integer row id; ``put`` replaces, ``remove`` deletes.
 
     Vectors may live in a memory-mapped file (:mod:`memroute.stores.index_files`, copy-on-write: the file
-    never changes under the index), and an approximate graph (:mod:`memroute.stores.ann`) over the rows below
-    ``ann_rows`` may serve as a first pass, rescored exactly (:meth:`attach_graph`). The index files are written
-    from a :meth:`snapshot`.
+    never changes under the index; rows put later are written to the mapping's room past the file's rows).
+    Searches read the file's rows with ``pread`` (:class:`VectorFile`), not through the mapping, whose 2 MB
+    page-cache folios would count in the process's resident memory. An approximate graph
+    (:mod:`memroute.stores.ann`) over the rows below ``ann_rows`` may serve as a first pass, rescored exactly
+    (:meth:`attach_graph`). The index files are written from a :meth:`snapshot`.
     """
 
     def __init__(self, dimension: int, capacity: int = 1024) -> None:
@@ -155,17 +165,19 @@ class MemoryIndex:
         self._dead = 0
         self._quantized = quantized.QuantizedCopy(dimension)
         self._graph: AnnGraph | None = None
+        self._file: VectorFile | None = None
         self.ann_rows = 0
         """Slots below this are in the graph (by row id); the rest are scanned exactly."""
 
     @classmethod
     def from_parts(cls, dimension: int, matrix: npt.NDArray[np.float32], meta: dict[str, npt.NDArray[Any]],
                    codes: list[str], ids: tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]], postings: Csr,
-                   headroom: int) -> MemoryIndex:
-        """An index over ``n`` rows read from files: ``matrix`` has room for ``headroom`` more rows."""
+                   headroom: int, vector_file: VectorFile | None = None) -> MemoryIndex:
+        """An index over ``n`` rows read from files: ``matrix`` has room for ``headroom`` more rows; its first
+        rows are those of ``vector_file``, if given, which searches read instead."""
         n = len(meta["_alive"])
         index = cls(dimension, capacity=1)
-        index._matrix = matrix
+        index._matrix, index._file = matrix, vector_file
         for name in _META:
             arr = np.zeros(n + headroom, dtype=getattr(index, name).dtype)
             arr[:n] = meta[name]
@@ -192,7 +204,8 @@ class MemoryIndex:
         codes = sorted(self._codes, key=self._codes.__getitem__)
         return Snapshot(self.dimension, self._matrix[: self._n],
                         {name: getattr(self, name)[: self._n].copy() for name in _META}, codes,
-                        self._ids.frozen(self._n), self._postings.frozen(), self._graph, self.ann_rows, len(self))
+                        self._ids.frozen(self._n), self._postings.frozen(), self._graph, self.ann_rows, len(self),
+                        self._file)
 
     @property
     def rows(self) -> int:
@@ -221,8 +234,10 @@ class MemoryIndex:
         if needed > len(self._matrix):
             cap = len(self._matrix)
             new = np.zeros((max(needed, cap * 2), self.dimension), dtype=np.float32)
-            new[: self._n] = self._matrix[: self._n]
-            self._matrix = new
+            for start in range(0, self._n, 65_536):
+                stop = min(self._n, start + 65_536)
+                new[start:stop] = self._vector_range(start, stop)
+            self._matrix, self._file = new, None
         cap = len(self._alive)
         if needed <= cap:
             return
@@ -284,8 +299,8 @@ class MemoryIndex:
         matrix = np.zeros((len(live) + 1024, self.dimension), dtype=np.float32)
         for start in range(0, len(live), 65_536):  # a memory-mapped matrix is never written over
             part = live[start : start + 65_536]
-            matrix[start : start + len(part)] = self._matrix[part]
-        self._matrix = matrix
+            matrix[start : start + len(part)] = self._vectors(part)
+        self._matrix, self._file = matrix, None
         for name in _META:
             arr = getattr(self, name)
             arr[: len(live)] = arr[live]
@@ -316,7 +331,7 @@ class MemoryIndex:
             return []
         if qualifying * 2 <= self._n:  # a small share: score just those rows
             slots = np.flatnonzero(allowed)
-            return self._top(slots, self._matrix[slots] @ query, limit)
+            return self._top(slots, self._scores(slots, query), limit)
         # Most rows qualify: scan the whole matrix with faiss's SIMD inner products (2-3x numpy's sgemv
         # here: 7.5 ms against 22 ms for 100k x 512) and keep the best rows that pass the filters, asking
         # for more until enough do. Exact: every qualifying row above the k-th best of all rows is seen.
@@ -326,6 +341,8 @@ class MemoryIndex:
                 return found
         if self._n >= quantized.MIN_ROWS:
             return self._search_quantized(query, allowed, limit)
+        # below quantized.MIN_ROWS the whole matrix is scanned through its mapping (at most 65,536 rows, 128 MB
+        # at 512-d, resident once read): reading it with pread would copy it at every search
         matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
         k = min(self._n, limit + 32 + limit * (self._n // qualifying))
         limit_openmp_here()
@@ -351,25 +368,24 @@ class MemoryIndex:
         if from_graph.size < min(limit, qualifying):
             return None
         cand = np.unique(from_graph[from_graph < self.ann_rows])  # re-put rows come from the exact part
-        scores = self._matrix[cand] @ query
-        if self.ann_rows < self._n:  # rows the graph has not seen yet: an exact scan of one slice
-            tail = np.arange(self.ann_rows, self._n)
-            keep = allowed[self.ann_rows : self._n]
-            cand = np.concatenate([cand, tail[keep]])
-            scores = np.concatenate([scores, (self._matrix[self.ann_rows : self._n] @ query)[keep]])
+        scores = self._scores(cand, query)
+        if self.ann_rows < self._n:  # rows the graph has not seen yet: an exact scan of those that pass
+            tail = np.arange(self.ann_rows, self._n)[allowed[self.ann_rows : self._n]]
+            cand = np.concatenate([cand, tail])
+            scores = np.concatenate([scores, self._scores(tail, query)])
         return self._top(cand, scores, limit)
 
     def _search_quantized(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_],
                           limit: int) -> list[ScoredId]:
         """Exact top ``limit`` through the 8-bit first pass (see :mod:`memroute.stores.quantized`)."""
-        self._quantized.sync(self._matrix, self._n)
+        self._quantized.sync(self._vector_range, self._n)
         bound = self._quantized.error_bound(query)
         k = min(self._n, max(quantized.FIRST_K, 4 * limit))
         while True:
             approx, found = self._quantized.search(query, k)
             found = found[found >= 0]
             cand = found[allowed[found]]
-            exact = self._matrix[cand] @ query
+            exact = self._scores(cand, query)
             if k >= self._n or (cand.size >= limit
                                 and float(approx[-1]) + bound < float(np.partition(exact, -limit)[-limit])):
                 return self._top(cand, exact, limit)
@@ -405,6 +421,23 @@ class MemoryIndex:
         scores = np.bincount(inverse, weights=np.concatenate(score_parts))
         keep = self._mask(uniq.astype(np.int64), flt) & (self._owner[uniq] == self._codes["o:" + flt.owner])
         return self._top(uniq[keep], scores[keep], limit)
+
+    def _vectors(self, slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+        return _take(self._matrix, self._file, slots)
+
+    def _scores(self, slots: npt.NDArray[np.integer], query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """``query``'s inner product with the rows ``slots``, read 8,192 at a time (a time filter at 1M rows
+        leaves tens of thousands of rows to score: 80 MB at once)."""
+        if len(slots) <= _SCORE_BLOCK:
+            scores: npt.NDArray[np.float32] = self._vectors(slots) @ query
+            return scores
+        return np.concatenate([self._vectors(slots[i : i + _SCORE_BLOCK]) @ query
+                               for i in range(0, len(slots), _SCORE_BLOCK)])
+
+    def _vector_range(self, start: int, stop: int) -> npt.NDArray[np.float32]:
+        if self._file is None or start >= self._file.rows:
+            return self._matrix[start:stop]
+        return self._vectors(np.arange(start, stop))
 
     def _allowed(self, flt: SearchFilter) -> npt.NDArray[np.bool_] | None:
         """Which rows pass ``flt`` (its owner included), as one mask over every row; ``None`` for an unknown
@@ -447,3 +480,18 @@ class MemoryIndex:
         if flt.end is not None:
             mask &= (self._occurred[slots] <= to_micros(flt.end)) & (self._occurred[slots] != NO_TIME)
         return mask
+
+
+def _take(matrix: npt.NDArray[np.float32], file: VectorFile | None,
+          slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+    """Rows ``slots`` of ``matrix``, those below ``file.rows`` read from ``file`` (the same values)."""
+    if file is None:
+        rows: npt.NDArray[np.float32] = matrix[slots]
+        return rows
+    in_file = slots < file.rows
+    if in_file.all():
+        return file.take(slots)
+    out = np.empty((len(slots), matrix.shape[1]), dtype=np.float32)
+    out[in_file] = file.take(slots[in_file])
+    out[~in_file] = matrix[slots[~in_file]]
+    return out
