@@ -18,6 +18,7 @@ hyphenated words (:func:`memroute.text.index_terms`); its length counts the toke
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -163,6 +164,9 @@ class MemoryIndex:
         self._sum_own = 0.0
         self._sum_ctx = 0.0
         self._dead = 0
+        self._changes = 0
+        """Counts puts, removes and compactions: what the cached length norms were computed at."""
+        self._norms: tuple[tuple[float, float, int], npt.NDArray[np.float32]] | None = None
         self._quantized = quantized.QuantizedCopy(dimension)
         self._graph: AnnGraph | None = None
         self._file: VectorFile | None = None
@@ -252,6 +256,7 @@ class MemoryIndex:
     def put(self, row: int, meta: RowMeta, vector: npt.NDArray[np.float32], tokens: Sequence[str] = (),
             context_tokens: Sequence[str] = ()) -> None:
         self.remove(row)
+        self._changes += 1
         self._grow(self._n + 1)
         slot = self._n
         self._n += 1
@@ -288,6 +293,7 @@ class MemoryIndex:
         self._sum_own -= float(self._len_own[slot])
         self._sum_ctx -= float(self._len_ctx[slot])
         self._dead += 1
+        self._changes += 1
         if self._dead > 1024 and self._dead > self._n // 4:
             self._compact()
 
@@ -315,6 +321,7 @@ class MemoryIndex:
         self.ann_rows = int(np.count_nonzero(live < self.ann_rows))  # compaction keeps the slots' order
         self._n = len(live)
         self._dead = 0
+        self._changes += 1
         self._quantized.reset()
 
     # ---------------------------------------------------------------------------------------- reading
@@ -393,34 +400,75 @@ class MemoryIndex:
 
     def search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
                     weights: tuple[float, float] = (1.0, 0.0)) -> list[ScoredId]:
+        """Each term's postings are scored and added into a dense per-thread array of row scores (a row's terms in
+        the order :func:`np.bincount` summed them before: the same float64 sums), then only the best rows are
+        filtered (:meth:`_top_passing`). At 1M rows a query's terms have 55k postings at p50 and 210k at p95:
+        finding the distinct rows by sorting them (``np.unique``) and filtering every one of them was half of a
+        search's time."""
         w_own, w_ctx = float(weights[0]), max(float(weights[1]), 0.0)
         docs = len(self)
-        if limit <= 0 or docs == 0 or self._codes.get("o:" + flt.owner) is None:
+        owner = self._codes.get("o:" + flt.owner)
+        if limit <= 0 or docs == 0 or owner is None:
             return []
         avgdl = (w_own * self._sum_own + w_ctx * self._sum_ctx) / docs
         if avgdl <= 0:
             return []
-        slot_parts, score_parts = [], []
-        for term in set(tokens):
-            p = self._postings.get(term)
-            if p is None:
-                continue
-            slots = p[0]
-            tf = w_own * p[1] + w_ctx * p[2]
-            use = self._alive[slots] & (tf > 0)
-            df = int(np.count_nonzero(use))
-            if df == 0:
-                continue
-            slots, tf = slots[use], tf[use]
-            dl = w_own * self._len_own[slots] + w_ctx * self._len_ctx[slots]
-            slot_parts.append(slots)
-            score_parts.append(bm25.term_score(bm25.idf(docs, df), tf, dl, avgdl))
-        if not slot_parts:
-            return []
-        uniq, inverse = np.unique(np.concatenate(slot_parts), return_inverse=True)
-        scores = np.bincount(inverse, weights=np.concatenate(score_parts))
-        keep = self._mask(uniq.astype(np.int64), flt) & (self._owner[uniq] == self._codes["o:" + flt.owner])
-        return self._top(uniq[keep], scores[keep], limit)
+        norms = self._length_norms(w_own, w_ctx, avgdl)
+        every_posting = self._dead == 0 and w_own > 0 and w_ctx > 0  # no deleted row, no field left out
+        acc = _accumulator(self._n)
+        touched: list[npt.NDArray[np.int32]] = []
+        try:
+            for term in set(tokens):
+                p = self._postings.get(term)
+                if p is None:
+                    continue
+                slots = p[0]
+                tf = w_own * p[1] + w_ctx * p[2]
+                if not every_posting:
+                    use = self._alive[slots] & (tf > 0)
+                    slots, tf = slots[use], tf[use]
+                if len(slots) == 0:
+                    continue
+                touched.append(slots)
+                # a term's slots are distinct: each row's score gets one addition per term
+                acc[slots] += bm25.normed_term_score(bm25.idf(docs, len(slots)), tf, norms[slots])
+            if not touched:
+                return []
+            cand = np.concatenate(touched)  # a row of several terms comes several times, with one score
+            scores = acc[cand]
+        finally:
+            for slots in touched:
+                acc[slots] = 0.0
+        return self._top_passing(cand, scores, limit, flt, owner)
+
+    def _length_norms(self, w_own: float, w_ctx: float, avgdl: float) -> npt.NDArray[np.float32]:
+        """:func:`bm25.length_norm` of every row for these field weights, computed again after a change (at 1M
+        rows ~3 ms, against two scattered length lookups per posting in every search)."""
+        key = (w_own, w_ctx, self._changes)
+        if self._norms is None or self._norms[0] != key:
+            dl = w_own * self._len_own[: self._n] + w_ctx * self._len_ctx[: self._n]
+            self._norms = (key, bm25.length_norm(dl, avgdl))
+        return self._norms[1]
+
+    def _top_passing(self, slots: npt.NDArray[np.integer], scores: npt.NDArray[np.float64], limit: int,
+                     flt: SearchFilter, owner: int) -> list[ScoredId]:
+        """:meth:`_top` of the rows that pass ``flt``, filtering the best rows first: the rows scoring at least
+        the ``m``-th best score hold every row above it, so if ``limit`` of them pass, no row below can enter
+        the answer (ties with the last one included: they score the same, so they are among them). Else ``m``
+        grows fourfold. ``slots`` may repeat a row (with the same score)."""
+        m = 4 * limit
+        while True:
+            if m < len(slots):
+                kth = np.partition(scores, len(slots) - m)[len(slots) - m]
+                best = np.flatnonzero(scores >= kth)
+            else:
+                best = np.arange(len(slots))
+            rows, first = np.unique(slots[best], return_index=True)
+            rows = rows.astype(np.int64)
+            keep = self._mask(rows, flt) & (self._owner[rows] == owner)
+            if int(np.count_nonzero(keep)) >= limit or len(best) == len(slots):
+                return self._top(rows[keep], scores[best[first]][keep], limit)
+            m *= 4
 
     def _vectors(self, slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
         return _take(self._matrix, self._file, slots)
@@ -480,6 +528,18 @@ class MemoryIndex:
         if flt.end is not None:
             mask &= (self._occurred[slots] <= to_micros(flt.end)) & (self._occurred[slots] != NO_TIME)
         return mask
+
+
+_ACCUMULATORS = threading.local()
+
+
+def _accumulator(rows: int) -> npt.NDArray[np.float64]:
+    """This thread's array of BM25 row scores, all zero, for at least ``rows`` rows (reset by the search that used
+    it: allocating 8 MB at 1M rows and touching it scattered cost a page fault per 4 kB page)."""
+    acc: npt.NDArray[np.float64] | None = getattr(_ACCUMULATORS, "scores", None)
+    if acc is None or len(acc) < rows:
+        acc = _ACCUMULATORS.scores = np.zeros(max(rows, 1024) + rows // 4, dtype=np.float64)
+    return acc
 
 
 def _take(matrix: npt.NDArray[np.float32], file: VectorFile | None,
