@@ -117,3 +117,28 @@ def test_bm25_stays_plain_while_rows_come_and_go() -> None:
     put(9, rows[9])
     check()
     assert index.search_bm25(["c0"], SearchFilter(owner="nobody"), 5, WEIGHTS) == []
+
+
+def test_bm25_searches_at_once_from_several_threads() -> None:
+    """The index keeps one array of row scores for its searches; a search made while another uses it gets an
+    array of its own: threads searching at once get what one thread gets."""
+    import threading
+
+    index = MemoryIndex(4)
+    for r, (owner, session, own, ctx) in enumerate(corpus(3000, 5), start=1):
+        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
+                  np.ones(4, dtype=np.float32) / 2, own, ctx)
+    queries = [[f"r{k}", "c0", f"c{k % 4}", f"w{k % 9}"] for k in range(60)]
+    want = [index.search_bm25(q, SearchFilter(owner="o1"), 10, WEIGHTS) for q in queries]
+    got: dict[int, list[object]] = {}
+
+    def run(t: int) -> None:
+        got[t] = [index.search_bm25(q, SearchFilter(owner="o1"), 10, WEIGHTS) for q in queries[t % 3 :] * 3]
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for t, lists in got.items():
+        assert lists == (want[t % 3 :] * 3)

@@ -170,6 +170,10 @@ class MemoryIndex:
         self._last_bm25: tuple[tuple[frozenset[str], float, float, int], npt.NDArray[np.int32],
                                npt.NDArray[np.float64]] | None = None
         """The last BM25 search's rows and scores before the filter, by its terms, weights and ``_changes``."""
+        self._row_scores = np.zeros(0, dtype=np.float64)
+        """BM25 row scores, all zero between searches (kept: allocating 8 MB at 1M rows and touching it scattered
+        cost a page fault per 4 kB page), used by one search at a time (:attr:`_scores_lock`)."""
+        self._scores_lock = threading.Lock()
         self._quantized = quantized.QuantizedCopy(dimension)
         self._graph: AnnGraph | None = None
         self._file: VectorFile | None = None
@@ -403,7 +407,7 @@ class MemoryIndex:
 
     def search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
                     weights: tuple[float, float] = (1.0, 0.0)) -> list[ScoredId]:
-        """Each term's postings are scored and added into a dense per-thread array of row scores (a row's terms in
+        """Each term's postings are scored and added into a dense array of row scores (a row's terms in
         the order :func:`np.bincount` summed them before: the same float64 sums), then only the best rows are
         filtered (:meth:`_top_passing`). At 1M rows a query's terms have 55k postings at p50 and 210k at p95:
         finding the distinct rows by sorting them (``np.unique``) and filtering every one of them was half of a
@@ -436,7 +440,10 @@ class MemoryIndex:
         docs = len(self)
         norms = self._length_norms(w_own, w_ctx, avgdl)
         every_posting = self._dead == 0 and w_own > 0 and w_ctx > 0  # no deleted row, no field left out
-        acc = _accumulator(self._n)
+        shared = self._scores_lock.acquire(blocking=False)  # another thread searching this index gets its own
+        if shared and len(self._row_scores) < self._n:
+            self._row_scores = np.zeros(self._n + self._n // 4 + 1024, dtype=np.float64)
+        acc = self._row_scores if shared else np.zeros(self._n, dtype=np.float64)
         touched: list[npt.NDArray[np.int32]] = []
         try:
             for term in set(tokens):
@@ -460,6 +467,8 @@ class MemoryIndex:
         finally:
             for slots in touched:
                 acc[slots] = 0.0
+            if shared:
+                self._scores_lock.release()
         return cand, scores
 
     def _length_norms(self, w_own: float, w_ctx: float, avgdl: float) -> npt.NDArray[np.float32]:
@@ -549,18 +558,6 @@ class MemoryIndex:
         if flt.end is not None:
             mask &= (self._occurred[slots] <= to_micros(flt.end)) & (self._occurred[slots] != NO_TIME)
         return mask
-
-
-_ACCUMULATORS = threading.local()
-
-
-def _accumulator(rows: int) -> npt.NDArray[np.float64]:
-    """This thread's array of BM25 row scores, all zero, for at least ``rows`` rows (reset by the search that used
-    it: allocating 8 MB at 1M rows and touching it scattered cost a page fault per 4 kB page)."""
-    acc: npt.NDArray[np.float64] | None = getattr(_ACCUMULATORS, "scores", None)
-    if acc is None or len(acc) < rows:
-        acc = _ACCUMULATORS.scores = np.zeros(max(rows, 1024) + rows // 4, dtype=np.float64)
-    return acc
 
 
 def _take(matrix: npt.NDArray[np.float32], file: VectorFile | None,
