@@ -117,6 +117,7 @@ def test_bm25_stays_plain_while_rows_come_and_go() -> None:
     put(9, rows[9])
     check()
     assert index.search_bm25(["c0"], SearchFilter(owner="nobody"), 5, WEIGHTS) == []
+    assert index.search_bm25(["c0", "c1"], SearchFilter(owner="o0", session_id="none"), 5, WEIGHTS) == []
 
 
 def test_bm25_searches_at_once_from_several_threads() -> None:

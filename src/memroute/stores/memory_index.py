@@ -485,7 +485,9 @@ class MemoryIndex:
         """:meth:`_top` of the rows that pass ``flt``, filtering the best rows first: the rows scoring at least
         the ``m``-th best score hold every row above it, so if ``limit`` of them pass, no row below can enter
         the answer (ties with the last one included: they score the same, so they are among them). Else ``m``
-        grows fourfold. ``slots`` may repeat a row (with the same score)."""
+        grows to what the share that passed suggests, at least fourfold; if none passed, to every row (a filter
+        that matches nothing costs one filtering of every row, as before). ``slots`` may repeat a row (with
+        the same score)."""
         m = 4 * limit
         while True:
             if m < len(slots):
@@ -496,9 +498,10 @@ class MemoryIndex:
             rows, first = np.unique(slots[best], return_index=True)
             rows = rows.astype(np.int64)
             keep = self._mask(rows, flt) & (self._owner[rows] == owner)
-            if int(np.count_nonzero(keep)) >= limit or len(best) == len(slots):
+            passed = int(np.count_nonzero(keep))
+            if passed >= limit or len(best) == len(slots):
                 return self._top(rows[keep], scores[best[first]][keep], limit)
-            m *= 4
+            m = len(slots) if passed == 0 else max(4 * m, 2 * m * limit // passed)
 
     def _vectors(self, slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
         return _take(self._matrix, self._file, slots)
