@@ -76,3 +76,70 @@ def test_bm25_ranks_as_a_plain_bm25(seed: int) -> None:
             want = plain_bm25(rows, terms, owner, session, limit)
             assert [h.id for h in got] == [w[0] for w in want], (terms, owner, session, limit)
             assert np.allclose([h.score for h in got], [w[1] for w in want], rtol=1e-5)
+
+
+def test_bm25_stays_plain_while_rows_come_and_go() -> None:
+    """Without deleted rows the index scores every posting as it is, and it keeps each row's length norm between
+    searches: after each put and delete the scores must be the plain ones again (a stale norm or average length
+    would change them). An owner with few rows among the best makes the filter look past them (the best rows are
+    filtered first)."""
+    rows = dict(enumerate(corpus(2000, 3), start=1))
+    index = MemoryIndex(4)
+
+    def put(r: int, row: tuple[str, str, list[str], list[str]]) -> None:
+        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=row[0], text="x", session_id=row[1])),
+                  np.ones(4, dtype=np.float32) / 2, row[2], row[3])
+
+    for r, row in rows.items():
+        put(r, row)
+    queries = [["r5", "c0", "c1"], ["c0", "c1", "c2", "c3"], ["w1", "c0", "r300"], ["c2"]]
+
+    def check() -> None:
+        for terms in queries:
+            for owner, session, limit in (("o0", None, 5), ("o1", "s3", 40), ("o2", None, 200)):
+                got = index.search_bm25(terms, SearchFilter(owner=owner, session_id=session), limit, WEIGHTS)
+                want = plain_bm25(rows, terms, owner, session, limit)
+                assert [h.id for h in got] == [w[0] for w in want], (terms, owner, session, limit)
+                assert np.allclose([h.score for h in got], [w[1] for w in want], rtol=1e-5)
+
+    check()
+    more = corpus(2300, 4)[2000:]
+    for r, row in enumerate(more, start=2001):  # longer rows: the average length moves
+        row = (row[0], row[1], row[2] * 3, row[3])
+        rows[r] = row
+        put(r, row)
+    check()
+    for r in (7, 8, 2001):
+        index.remove(r)
+        del rows[r]
+    check()
+    rows[9] = ("o0", "s3", ["r5", "r5", "c0"], [])  # put again: a new slot, the old one deleted
+    put(9, rows[9])
+    check()
+    assert index.search_bm25(["c0"], SearchFilter(owner="nobody"), 5, WEIGHTS) == []
+    assert index.search_bm25(["c0", "c1"], SearchFilter(owner="o0", session_id="none"), 5, WEIGHTS) == []
+
+
+def test_bm25_searches_at_once_from_several_threads() -> None:
+    """The index keeps one array of row scores for its searches; a search made while another uses it gets an
+    array of its own: threads searching at once get what one thread gets."""
+    import threading
+
+    index = MemoryIndex(4)
+    for r, (owner, session, own, ctx) in enumerate(corpus(3000, 5), start=1):
+        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
+                  np.ones(4, dtype=np.float32) / 2, own, ctx)
+    queries = [[f"r{k}", "c0", f"c{k % 4}", f"w{k % 9}"] for k in range(60)]
+    want = [index.search_bm25(q, SearchFilter(owner="o1"), 10, WEIGHTS) for q in queries]
+    got: dict[int, list[object]] = {}
+
+    def run(t: int) -> None:
+        got[t] = [index.search_bm25(q, SearchFilter(owner="o1"), 10, WEIGHTS) for q in queries[t % 3 :] * 3]
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for t, lists in got.items():
+        assert lists == (want[t % 3 :] * 3)

@@ -6,6 +6,7 @@ production ones (50k rows for the files, 100k for the graph) so that each case r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -477,3 +478,43 @@ def test_the_index_folder_is_the_owners_only(tmp_path: Path) -> None:
     assert store.finish_index_files()
     store.close()
     assert root.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the mappings from /proc/self/smaps")
+def test_searches_read_the_saved_vectors_without_mapping_them(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows read through the vectors file's mapping would stay resident in the process (the kernel maps the whole
+    2 MB page-cache folio a row is in: 1.9 GB after 200 recalls at 1M rows); searches read them with pread. Every
+    search path that reads saved rows (the graph's candidates, the 8-bit scan and its rescoring, a filter that
+    leaves few rows) answers as the table-only index does and leaves no page of the mapping resident."""
+    from memroute.stores import quantized
+
+    monkeypatch.setattr(quantized, "MIN_ROWS", 100)  # the exact search takes the 8-bit pass
+    db = tmp_path / "m.db"
+    store = open_store(str(db))
+    # a second owner: "o" keeps two thirds, the "p" search scores its third of the rows one by one
+    store.upsert([dataclasses.replace(r, memory=dataclasses.replace(r.memory, owner="p")) if i % 3 == 0 else r
+                  for i, r in enumerate(records(0, 1200, 1))])
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)
+    assert store.finish_index_files()
+    store.close()
+    store = open_store(str(db))
+    assert store.search_vector(vec(4, 1), SearchFilter(owner="o"), 1)[0].id == "m4"  # the graph's first pass
+    assert store.search_vector(vec(4, 1), SearchFilter(owner="o"), 1, exact=True)[0].id == "m4"  # the 8-bit one
+    assert store.search_vector(vec(3, 1), SearchFilter(owner="p"), 1)[0].id == "m3"  # a third of the rows
+    assert_same_answers(store, db)
+    resident = vectors_resident_kb(index_files.index_dir(str(db)))
+    store.close()
+    assert resident == [0]
+
+
+def vectors_resident_kb(root: Path) -> list[int]:
+    """The resident kB of each mapping of a vectors file under ``root`` in this process."""
+    out, current = [], False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:  # a mapping's header line
+            current = len(fields) == 6 and fields[5].startswith(str(root)) and fields[5].endswith("-vectors.f32")
+        elif current and fields[0] == "Rss:":
+            out.append(int(fields[1]))
+    return out

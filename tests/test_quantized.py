@@ -53,7 +53,7 @@ def build(n: int, seed: int = 0, noise: float = 0.02) -> tuple[MemoryIndex, np.n
 def test_reconstruction_error_is_within_half_a_step() -> None:
     m = clustered(5000, 1)
     copy = QuantizedCopy(DIM)
-    copy.sync(m, len(m))
+    copy.sync(lambda start, stop: m[start:stop], len(m))
     rec = copy._index.reconstruct_n(0, len(m))  # type: ignore[union-attr]
     step = (copy._hi - copy._lo) / 255
     assert np.abs(rec - m).max() <= step / 2 * 1.0001

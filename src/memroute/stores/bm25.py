@@ -26,4 +26,15 @@ def idf(docs: int, df: int) -> float:
 
 def term_score(term_idf: float, tf: T, dl: T, avgdl: float) -> T:
     """One term's contribution for documents with frequency ``tf`` and (weighted) length ``dl``."""
-    return term_idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+    return normed_term_score(term_idf, tf, length_norm(dl, avgdl))
+
+
+def length_norm(dl: T, avgdl: float) -> T:
+    """The length part of the saturation, ``k1 · (1 − b + b · dl / avgdl)``: one value per document, whatever
+    the term (the in-memory index computes it once for every row)."""
+    return K1 * (1 - B + B * dl / avgdl)
+
+
+def normed_term_score(term_idf: float, tf: T, norm: T) -> T:
+    """:func:`term_score` from the document's :func:`length_norm`."""
+    return term_idf * tf * (K1 + 1) / (tf + norm)

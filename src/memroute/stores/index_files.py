@@ -43,6 +43,7 @@ from tqdm import tqdm
 
 from memroute.stores.ann import AnnGraph
 from memroute.stores.memory_index import MemoryIndex, Snapshot
+from memroute.stores.vector_file import VectorFile
 
 FORMAT = 2
 """2: the BM25 postings include the parts of hyphenated words (files of format 1 are rebuilt)."""
@@ -115,6 +116,7 @@ def _load(root: Path, manifest: dict[str, Any], index_id: str, model: tuple[str,
     gen, data = int(manifest["generation"]), int(manifest.get("data", manifest["generation"]))
     try:
         matrix = np.memmap(root / f"g{data}-vectors.f32", dtype=np.float32, mode="c", shape=(capacity, dim))
+        vector_file = VectorFile(root / f"g{data}-vectors.f32", dim, rows)
         with np.load(root / f"g{data}-rows.npz") as z:
             arrays = {k: z[k] for k in z.files}
         words = json.loads((root / f"g{data}-terms.json").read_text(encoding="utf-8"))
@@ -123,7 +125,7 @@ def _load(root: Path, manifest: dict[str, Any], index_id: str, model: tuple[str,
             raise StaleIndex("its row columns do not have the manifest's row count")
         postings = (list(words["terms"]), arrays["p_off"], arrays["p_slots"], arrays["p_own"], arrays["p_ctx"])
         index = MemoryIndex.from_parts(dim, matrix, meta, list(words["codes"]),
-                                       (arrays["id_blob"], arrays["id_off"]), postings, capacity - rows)
+                                       (arrays["id_blob"], arrays["id_off"]), postings, capacity - rows, vector_file)
     except (KeyError, ValueError, OSError, EOFError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
@@ -260,10 +262,13 @@ def _save(root: Path, snap: Snapshot, seq: int, index_id: str, model: tuple[str,
     yield gen
     if snap.live < GRAPH_MIN_ROWS or current:
         return
-    # the graph reads the vectors from the file just written, not from the index's matrix: a process that
-    # built its index from the table frees those 2 GB (at 1M rows) once it swaps in the files, not an hour later
-    snap = dataclasses.replace(snap, matrix=np.memmap(root / f"g{gen}-vectors.f32", dtype=np.float32, mode="r",
-                                                     shape=(snap.rows, snap.dimension)))
+    # the graph reads the vectors from the file just written (with pread: a mapping read whole would be resident
+    # whole), not from the index's matrix: a process that built its index from the table frees those 2 GB (at
+    # 1M rows) once it swaps in the files, not an hour later
+    vectors = root / f"g{gen}-vectors.f32"
+    snap = dataclasses.replace(snap, matrix=np.memmap(vectors, dtype=np.float32, mode="r",
+                                                     shape=(snap.rows, snap.dimension)),
+                               vector_file=VectorFile(vectors, snap.dimension, snap.rows))
     path = root / f"g{gen + 1}-graph.usearch"
     with _removed_on_error([path]):
         rows = _write_graph(path, snap, stop)
@@ -309,7 +314,7 @@ def _write_data(root: Path, gen: int, snap: Snapshot, written: list[Path], stop:
         for start in range(0, rows, 65_536):
             if stop.is_set():
                 raise Stopped
-            fh.write(np.ascontiguousarray(snap.matrix[start : start + 65_536]).tobytes())
+            fh.write(snap.vectors(np.arange(start, min(rows, start + 65_536))).tobytes())
         fh.truncate(capacity * dim * 4)  # the room for new rows is a hole: no disk used
         fh.flush()
         os.fsync(fh.fileno())
@@ -353,7 +358,7 @@ def _write_graph(path: Path, snap: Snapshot, stop: threading.Event) -> int:
     with tqdm(total=len(alive), desc="memroute: graph", unit="rows", disable=None) as bar:
         for chunk in range(0, len(alive), 65_536):
             slots = alive[chunk : chunk + 65_536]
-            graph.add(snap.meta["_row"][slots], snap.matrix[slots], advance)
+            graph.add(snap.meta["_row"][slots], snap.vectors(slots), advance)
     graph.save(path)
     return snap.rows
 

@@ -18,6 +18,7 @@ hyphenated words (:func:`memroute.text.index_terms`); its length counts the toke
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from memroute.runtime import limit_openmp_here, limit_threads
 from memroute.stores import ann, bm25, quantized
 from memroute.stores.ann import AnnGraph
 from memroute.stores.postings import Csr, Postings
+from memroute.stores.vector_file import VectorFile
 from memroute.text.tokenizers import index_terms
 from memroute.times import to_micros
 from memroute.types import MemoryItem, MemoryKind, ScoredId, SearchFilter
@@ -41,6 +43,7 @@ _META = ("_alive", "_owner", "_session", "_kind", "_sens", "_occurred", "_expire
          "_len_ctx", "_row")
 
 
+_SCORE_BLOCK = 8192
 NO_TIME = np.iinfo(np.int64).min
 """``occurred_at`` of a row without one (it matches no time range)."""
 NEVER = np.iinfo(np.int64).max
@@ -116,19 +119,27 @@ class Snapshot:
     graph: AnnGraph | None
     ann_rows: int
     live: int
+    vector_file: VectorFile | None = None
+    """The saved file that holds the matrix's first rows, read instead of it (:mod:`memroute.stores.vector_file`)."""
 
     @property
     def rows(self) -> int:
         return len(self.matrix)
+
+    def vectors(self, slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+        """The vectors of ``slots``, read from the saved file where it holds them, not through a memory map."""
+        return _take(self.matrix, self.vector_file, slots)
 
 
 class MemoryIndex:
     """Rows keyed by the backend's integer row id; ``put`` replaces, ``remove`` deletes.
 
     Vectors may live in a memory-mapped file (:mod:`memroute.stores.index_files`, copy-on-write: the file
-    never changes under the index), and an approximate graph (:mod:`memroute.stores.ann`) over the rows below
-    ``ann_rows`` may serve as a first pass, rescored exactly (:meth:`attach_graph`). The index files are written
-    from a :meth:`snapshot`.
+    never changes under the index; rows put later are written to the mapping's room past the file's rows).
+    Searches read the file's rows with ``pread`` (:class:`VectorFile`), not through the mapping, whose 2 MB
+    page-cache folios would count in the process's resident memory. An approximate graph
+    (:mod:`memroute.stores.ann`) over the rows below ``ann_rows`` may serve as a first pass, rescored exactly
+    (:meth:`attach_graph`). The index files are written from a :meth:`snapshot`.
     """
 
     def __init__(self, dimension: int, capacity: int = 1024) -> None:
@@ -153,19 +164,31 @@ class MemoryIndex:
         self._sum_own = 0.0
         self._sum_ctx = 0.0
         self._dead = 0
+        self._changes = 0
+        """Counts puts, removes and compactions: what the cached length norms were computed at."""
+        self._norms: tuple[tuple[float, float, int], npt.NDArray[np.float32]] | None = None
+        self._last_bm25: tuple[tuple[frozenset[str], float, float, int], npt.NDArray[np.int32],
+                               npt.NDArray[np.float64]] | None = None
+        """The last BM25 search's rows and scores before the filter, by its terms, weights and ``_changes``."""
+        self._row_scores = np.zeros(0, dtype=np.float64)
+        """BM25 row scores, all zero between searches (kept: allocating 8 MB at 1M rows and touching it scattered
+        cost a page fault per 4 kB page), used by one search at a time (:attr:`_scores_lock`)."""
+        self._scores_lock = threading.Lock()
         self._quantized = quantized.QuantizedCopy(dimension)
         self._graph: AnnGraph | None = None
+        self._file: VectorFile | None = None
         self.ann_rows = 0
         """Slots below this are in the graph (by row id); the rest are scanned exactly."""
 
     @classmethod
     def from_parts(cls, dimension: int, matrix: npt.NDArray[np.float32], meta: dict[str, npt.NDArray[Any]],
                    codes: list[str], ids: tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]], postings: Csr,
-                   headroom: int) -> MemoryIndex:
-        """An index over ``n`` rows read from files: ``matrix`` has room for ``headroom`` more rows."""
+                   headroom: int, vector_file: VectorFile | None = None) -> MemoryIndex:
+        """An index over ``n`` rows read from files: ``matrix`` has room for ``headroom`` more rows; its first
+        rows are those of ``vector_file``, if given, which searches read instead."""
         n = len(meta["_alive"])
         index = cls(dimension, capacity=1)
-        index._matrix = matrix
+        index._matrix, index._file = matrix, vector_file
         for name in _META:
             arr = np.zeros(n + headroom, dtype=getattr(index, name).dtype)
             arr[:n] = meta[name]
@@ -192,7 +215,8 @@ class MemoryIndex:
         codes = sorted(self._codes, key=self._codes.__getitem__)
         return Snapshot(self.dimension, self._matrix[: self._n],
                         {name: getattr(self, name)[: self._n].copy() for name in _META}, codes,
-                        self._ids.frozen(self._n), self._postings.frozen(), self._graph, self.ann_rows, len(self))
+                        self._ids.frozen(self._n), self._postings.frozen(), self._graph, self.ann_rows, len(self),
+                        self._file)
 
     @property
     def rows(self) -> int:
@@ -221,8 +245,10 @@ class MemoryIndex:
         if needed > len(self._matrix):
             cap = len(self._matrix)
             new = np.zeros((max(needed, cap * 2), self.dimension), dtype=np.float32)
-            new[: self._n] = self._matrix[: self._n]
-            self._matrix = new
+            for start in range(0, self._n, 65_536):
+                stop = min(self._n, start + 65_536)
+                new[start:stop] = self._vector_range(start, stop)
+            self._matrix, self._file = new, None
         cap = len(self._alive)
         if needed <= cap:
             return
@@ -237,6 +263,7 @@ class MemoryIndex:
     def put(self, row: int, meta: RowMeta, vector: npt.NDArray[np.float32], tokens: Sequence[str] = (),
             context_tokens: Sequence[str] = ()) -> None:
         self.remove(row)
+        self._changes += 1
         self._grow(self._n + 1)
         slot = self._n
         self._n += 1
@@ -273,6 +300,7 @@ class MemoryIndex:
         self._sum_own -= float(self._len_own[slot])
         self._sum_ctx -= float(self._len_ctx[slot])
         self._dead += 1
+        self._changes += 1
         if self._dead > 1024 and self._dead > self._n // 4:
             self._compact()
 
@@ -284,8 +312,8 @@ class MemoryIndex:
         matrix = np.zeros((len(live) + 1024, self.dimension), dtype=np.float32)
         for start in range(0, len(live), 65_536):  # a memory-mapped matrix is never written over
             part = live[start : start + 65_536]
-            matrix[start : start + len(part)] = self._matrix[part]
-        self._matrix = matrix
+            matrix[start : start + len(part)] = self._vectors(part)
+        self._matrix, self._file = matrix, None
         for name in _META:
             arr = getattr(self, name)
             arr[: len(live)] = arr[live]
@@ -300,6 +328,7 @@ class MemoryIndex:
         self.ann_rows = int(np.count_nonzero(live < self.ann_rows))  # compaction keeps the slots' order
         self._n = len(live)
         self._dead = 0
+        self._changes += 1
         self._quantized.reset()
 
     # ---------------------------------------------------------------------------------------- reading
@@ -316,7 +345,7 @@ class MemoryIndex:
             return []
         if qualifying * 2 <= self._n:  # a small share: score just those rows
             slots = np.flatnonzero(allowed)
-            return self._top(slots, self._matrix[slots] @ query, limit)
+            return self._top(slots, self._scores(slots, query), limit)
         # Most rows qualify: scan the whole matrix with faiss's SIMD inner products (2-3x numpy's sgemv
         # here: 7.5 ms against 22 ms for 100k x 512) and keep the best rows that pass the filters, asking
         # for more until enough do. Exact: every qualifying row above the k-th best of all rows is seen.
@@ -326,6 +355,8 @@ class MemoryIndex:
                 return found
         if self._n >= quantized.MIN_ROWS:
             return self._search_quantized(query, allowed, limit)
+        # below quantized.MIN_ROWS the whole matrix is scanned through its mapping (at most 65,536 rows, 128 MB
+        # at 512-d, resident once read): reading it with pread would copy it at every search
         matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
         k = min(self._n, limit + 32 + limit * (self._n // qualifying))
         limit_openmp_here()
@@ -351,25 +382,24 @@ class MemoryIndex:
         if from_graph.size < min(limit, qualifying):
             return None
         cand = np.unique(from_graph[from_graph < self.ann_rows])  # re-put rows come from the exact part
-        scores = self._matrix[cand] @ query
-        if self.ann_rows < self._n:  # rows the graph has not seen yet: an exact scan of one slice
-            tail = np.arange(self.ann_rows, self._n)
-            keep = allowed[self.ann_rows : self._n]
-            cand = np.concatenate([cand, tail[keep]])
-            scores = np.concatenate([scores, (self._matrix[self.ann_rows : self._n] @ query)[keep]])
+        scores = self._scores(cand, query)
+        if self.ann_rows < self._n:  # rows the graph has not seen yet: an exact scan of those that pass
+            tail = np.arange(self.ann_rows, self._n)[allowed[self.ann_rows : self._n]]
+            cand = np.concatenate([cand, tail])
+            scores = np.concatenate([scores, self._scores(tail, query)])
         return self._top(cand, scores, limit)
 
     def _search_quantized(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_],
                           limit: int) -> list[ScoredId]:
         """Exact top ``limit`` through the 8-bit first pass (see :mod:`memroute.stores.quantized`)."""
-        self._quantized.sync(self._matrix, self._n)
+        self._quantized.sync(self._vector_range, self._n)
         bound = self._quantized.error_bound(query)
         k = min(self._n, max(quantized.FIRST_K, 4 * limit))
         while True:
             approx, found = self._quantized.search(query, k)
             found = found[found >= 0]
             cand = found[allowed[found]]
-            exact = self._matrix[cand] @ query
+            exact = self._scores(cand, query)
             if k >= self._n or (cand.size >= limit
                                 and float(approx[-1]) + bound < float(np.partition(exact, -limit)[-limit])):
                 return self._top(cand, exact, limit)
@@ -377,34 +407,118 @@ class MemoryIndex:
 
     def search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
                     weights: tuple[float, float] = (1.0, 0.0)) -> list[ScoredId]:
+        """Each term's postings are scored and added into a dense array of row scores (a row's terms in
+        the order :func:`np.bincount` summed them before: the same float64 sums), then only the best rows are
+        filtered (:meth:`_top_passing`). At 1M rows a query's terms have 55k postings at p50 and 210k at p95:
+        finding the distinct rows by sorting them (``np.unique``) and filtering every one of them was half of a
+        search's time. The rows and scores of the last search are kept until the index changes: a recall with a
+        time range searches its first query's terms again with the range as the filter."""
         w_own, w_ctx = float(weights[0]), max(float(weights[1]), 0.0)
         docs = len(self)
-        if limit <= 0 or docs == 0 or self._codes.get("o:" + flt.owner) is None:
+        owner = self._codes.get("o:" + flt.owner)
+        if limit <= 0 or docs == 0 or owner is None:
             return []
         avgdl = (w_own * self._sum_own + w_ctx * self._sum_ctx) / docs
         if avgdl <= 0:
             return []
-        slot_parts, score_parts = [], []
-        for term in set(tokens):
-            p = self._postings.get(term)
-            if p is None:
-                continue
-            slots = p[0]
-            tf = w_own * p[1] + w_ctx * p[2]
-            use = self._alive[slots] & (tf > 0)
-            df = int(np.count_nonzero(use))
-            if df == 0:
-                continue
-            slots, tf = slots[use], tf[use]
-            dl = w_own * self._len_own[slots] + w_ctx * self._len_ctx[slots]
-            slot_parts.append(slots)
-            score_parts.append(bm25.term_score(bm25.idf(docs, df), tf, dl, avgdl))
-        if not slot_parts:
-            return []
-        uniq, inverse = np.unique(np.concatenate(slot_parts), return_inverse=True)
-        scores = np.bincount(inverse, weights=np.concatenate(score_parts))
-        keep = self._mask(uniq.astype(np.int64), flt) & (self._owner[uniq] == self._codes["o:" + flt.owner])
-        return self._top(uniq[keep], scores[keep], limit)
+        key = (frozenset(tokens), w_own, w_ctx, self._changes)
+        last = self._last_bm25
+        if last is not None and last[0] == key:  # a recall's time search repeats its first query's terms
+            cand, scores = last[1], last[2]
+        else:
+            found = self._bm25_scores(tokens, w_own, w_ctx, avgdl)
+            if found is None:
+                return []
+            cand, scores = found
+            self._last_bm25 = (key, cand, scores)
+        return self._top_passing(cand, scores, limit, flt, owner)
+
+    def _bm25_scores(self, tokens: Sequence[str], w_own: float, w_ctx: float,
+                     avgdl: float) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]] | None:
+        """The rows having a term of ``tokens`` (a row of several terms comes several times) and their scores;
+        ``None`` if no row has one."""
+        docs = len(self)
+        norms = self._length_norms(w_own, w_ctx, avgdl)
+        every_posting = self._dead == 0 and w_own > 0 and w_ctx > 0  # no deleted row, no field left out
+        shared = self._scores_lock.acquire(blocking=False)  # another thread searching this index gets its own
+        if shared and len(self._row_scores) < self._n:
+            self._row_scores = np.zeros(self._n + self._n // 4 + 1024, dtype=np.float64)
+        acc = self._row_scores if shared else np.zeros(self._n, dtype=np.float64)
+        touched: list[npt.NDArray[np.int32]] = []
+        try:
+            for term in set(tokens):
+                p = self._postings.get(term)
+                if p is None:
+                    continue
+                slots = p[0]
+                tf = w_own * p[1] + w_ctx * p[2]
+                if not every_posting:
+                    use = self._alive[slots] & (tf > 0)
+                    slots, tf = slots[use], tf[use]
+                if len(slots) == 0:
+                    continue
+                touched.append(slots)
+                # a term's slots are distinct: each row's score gets one addition per term
+                acc[slots] += bm25.normed_term_score(bm25.idf(docs, len(slots)), tf, norms[slots])
+            if not touched:
+                return None
+            cand = np.concatenate(touched)  # a row of several terms comes several times, with one score
+            scores = acc[cand]
+        finally:
+            for slots in touched:
+                acc[slots] = 0.0
+            if shared:
+                self._scores_lock.release()
+        return cand, scores
+
+    def _length_norms(self, w_own: float, w_ctx: float, avgdl: float) -> npt.NDArray[np.float32]:
+        """:func:`bm25.length_norm` of every row for these field weights, computed again after a change (at 1M
+        rows ~3 ms, against two scattered length lookups per posting in every search)."""
+        key = (w_own, w_ctx, self._changes)
+        if self._norms is None or self._norms[0] != key:
+            dl = w_own * self._len_own[: self._n] + w_ctx * self._len_ctx[: self._n]
+            self._norms = (key, bm25.length_norm(dl, avgdl))
+        return self._norms[1]
+
+    def _top_passing(self, slots: npt.NDArray[np.integer], scores: npt.NDArray[np.float64], limit: int,
+                     flt: SearchFilter, owner: int) -> list[ScoredId]:
+        """:meth:`_top` of the rows that pass ``flt``, filtering the best rows first: the rows scoring at least
+        the ``m``-th best score hold every row above it, so if ``limit`` of them pass, no row below can enter
+        the answer (ties with the last one included: they score the same, so they are among them). Else ``m``
+        grows to what the share that passed suggests, at least fourfold; if none passed, to every row (a filter
+        that matches nothing costs one filtering of every row, as before). ``slots`` may repeat a row (with
+        the same score)."""
+        m = 4 * limit
+        while True:
+            if m < len(slots):
+                kth = np.partition(scores, len(slots) - m)[len(slots) - m]
+                best = np.flatnonzero(scores >= kth)
+            else:
+                best = np.arange(len(slots))
+            rows, first = np.unique(slots[best], return_index=True)
+            rows = rows.astype(np.int64)
+            keep = self._mask(rows, flt) & (self._owner[rows] == owner)
+            passed = int(np.count_nonzero(keep))
+            if passed >= limit or len(best) == len(slots):
+                return self._top(rows[keep], scores[best[first]][keep], limit)
+            m = len(slots) if passed == 0 else max(4 * m, 2 * m * limit // passed)
+
+    def _vectors(self, slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+        return _take(self._matrix, self._file, slots)
+
+    def _scores(self, slots: npt.NDArray[np.integer], query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """``query``'s inner product with the rows ``slots``, read 8,192 at a time (a time filter at 1M rows
+        leaves tens of thousands of rows to score: 80 MB at once)."""
+        if len(slots) <= _SCORE_BLOCK:
+            scores: npt.NDArray[np.float32] = self._vectors(slots) @ query
+            return scores
+        return np.concatenate([self._vectors(slots[i : i + _SCORE_BLOCK]) @ query
+                               for i in range(0, len(slots), _SCORE_BLOCK)])
+
+    def _vector_range(self, start: int, stop: int) -> npt.NDArray[np.float32]:
+        if self._file is None or start >= self._file.rows:
+            return self._matrix[start:stop]
+        return self._vectors(np.arange(start, stop))
 
     def _allowed(self, flt: SearchFilter) -> npt.NDArray[np.bool_] | None:
         """Which rows pass ``flt`` (its owner included), as one mask over every row; ``None`` for an unknown
@@ -447,3 +561,18 @@ class MemoryIndex:
         if flt.end is not None:
             mask &= (self._occurred[slots] <= to_micros(flt.end)) & (self._occurred[slots] != NO_TIME)
         return mask
+
+
+def _take(matrix: npt.NDArray[np.float32], file: VectorFile | None,
+          slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+    """Rows ``slots`` of ``matrix``, those below ``file.rows`` read from ``file`` (the same values)."""
+    if file is None:
+        rows: npt.NDArray[np.float32] = matrix[slots]
+        return rows
+    in_file = slots < file.rows
+    if in_file.all():
+        return file.take(slots)
+    out = np.empty((len(slots), matrix.shape[1]), dtype=np.float32)
+    out[in_file] = file.take(slots[in_file])
+    out[~in_file] = matrix[slots[~in_file]]
+    return out
