@@ -10,6 +10,7 @@ it answers is always what the tables hold.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
@@ -38,6 +39,18 @@ class RowCache(Generic[V]):
         if value is not None:
             self._rows.move_to_end((owner, key))
         return value
+
+    def split(self, owner: str, keys: Iterable[str]) -> tuple[dict[str, V], list[str]]:
+        """The values kept for ``keys``, and the keys that are not kept (to read), in their order."""
+        found: dict[str, V] = {}
+        missing = []
+        for key in keys:
+            value = self.get(owner, key)
+            if value is None:
+                missing.append(key)
+            else:
+                found[key] = value
+        return found, missing
 
     def put(self, owner: str, key: str, value: V) -> None:
         self._rows[(owner, key)] = value

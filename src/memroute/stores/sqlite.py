@@ -274,16 +274,9 @@ class SQLiteStore:
     def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]:
         if not ids:
             return []
-        found: dict[str, MemoryItem] = {}
         with self._lock, translate_errors("get memories", self.path):
             cache = self._cached_items()
-            missing = []
-            for i in dict.fromkeys(ids):
-                item = cache.get(owner, i)
-                if item is None:
-                    missing.append(i)
-                else:
-                    found[i] = item
+            found, missing = cache.split(owner, dict.fromkeys(ids))
             for chunk in _chunks(missing, 500):
                 marks = ",".join("?" * len(chunk))
                 for row in self._conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND id IN ({marks})",
@@ -294,17 +287,10 @@ class SQLiteStore:
         return [found[i] for i in ids if i in found]
 
     def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]:
-        found: dict[str, npt.NDArray[np.float32]] = {}
         unique = list(dict.fromkeys(ids))
         with self._lock, translate_errors("get vectors", self.path):
             cache = self._cached_vectors()
-            missing = []
-            for i in unique:
-                vector = cache.get(owner, i)
-                if vector is None:
-                    missing.append(i)
-                else:
-                    found[i] = vector
+            found, missing = cache.split(owner, unique)
             for chunk in _chunks(missing, 500):
                 marks = ",".join("?" * len(chunk))
                 for mid, blob in self._conn.execute(
