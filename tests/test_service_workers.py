@@ -140,3 +140,39 @@ def test_workers_that_cannot_share_the_store_are_refused(workers: str) -> None:
     assert done.returncode != 0
     assert ("in-memory store cannot be shared" if workers == "2" else "give 1 to 64") in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_balanced_loop_turns_nagle_off_on_the_shared_socket() -> None:
+    """uvicorn binds the socket its workers share with proto 0, and asyncio sets TCP_NODELAY only on a
+    socket whose proto is IPPROTO_TCP: every connection a worker accepts must still have Nagle off, or a
+    response's body waits for the client's delayed ACK of its headers."""
+    import asyncio
+    import socket
+
+    from memroute.service.server import BalancedLoop
+
+    listening = socket.socket(family=socket.AF_INET)  # as uvicorn.Config.bind_socket makes it
+    listening.bind(("127.0.0.1", 0))
+    assert listening.proto == 0
+    seen: list[int] = []
+
+    class Record(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            seen.append(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    async def accept_one() -> None:
+        server = await asyncio.get_running_loop().create_server(Record, sock=listening)
+        _, writer = await asyncio.open_connection(*listening.getsockname())
+        for _ in range(200):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+        server.close()
+
+    loop = BalancedLoop()
+    try:
+        loop.run_until_complete(accept_one())
+    finally:
+        loop.close()
+    assert seen and seen[0] != 0
