@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from memroute.eval.analysis_eval import SHARED_DATA
+from memroute.eval.measure import peak_rss_mb
 
 COMMAND = "python -m benchmarks.bench_fit"
 
@@ -30,11 +30,11 @@ def _one(data: Path, size: int) -> dict[str, float]:
     agents = load_candidates(folder / "tools.jsonl")
     router = AgentRouter()
     router.route("warm up the encoder", agents)
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base_rss = peak_rss_mb()
     start = time.perf_counter()
     fitted = fit_dialogues(folder / "train.jsonl", agents, router, max_dialogues=size)
     return {"dialogues": size, "seconds": round(time.perf_counter() - start, 1),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
             "rss_before_fit_mb": round(base_rss, 1), "examples": fitted.how["examples"]["total"],
             "labelled_turns": fitted.how["labelled_turns_in_file"]}
 

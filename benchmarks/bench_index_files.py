@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from memroute.eval.measure import peak_rss_mb
 from memroute.stores import index_files
 from memroute.stores.base import MemoryRecord
 from memroute.stores.sqlite import SQLiteStore
@@ -74,7 +74,7 @@ def measure(db: str, texts: list[str]) -> dict[str, Any]:
         ms.append((time.perf_counter() - t) * 1000)
     return {"rows": store.count(), "open_s": round(open_s, 2),
             "bm25_ms": {"p50": round(float(np.percentile(ms, 50)), 2), "p95": round(float(np.percentile(ms, 95)), 2)},
-            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "max_rss_mb": round(peak_rss_mb()),
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 

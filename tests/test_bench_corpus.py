@@ -148,6 +148,6 @@ def test_the_measuring_process_reports_its_own_peak_memory_not_its_parents() -> 
     import sys
 
     held = np.ones(300 * 2**20 // 8)  # 300 MB resident here, in the parent
-    code = "from memroute.eval.recall_bench import peak_rss_mb; print(peak_rss_mb())"
+    code = "from memroute.eval.measure import peak_rss_mb; print(peak_rss_mb())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert float(held.sum()) > 0 and 10 < float(out) < 250

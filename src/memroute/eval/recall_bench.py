@@ -35,7 +35,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,7 @@ import numpy as np
 from memroute.cli.common import emit_json
 from memroute.embed import get_embedder
 from memroute.eval.bench_corpus import BenchCorpus, DistinctTexts, bench_corpus, corpus_vectors, distinct_texts
+from memroute.eval.measure import peak_rss_mb
 from memroute.eval.synthetic import synthetic_memories
 from memroute.memory import Memory
 from memroute.retrieval import RecallOptions
@@ -192,19 +192,6 @@ def measure(db: Path, asks: list[str]) -> dict[str, Any]:
             "stages_ms": {k: _percentiles(v) for k, v in stages.items()}, "empty_answers": empty,
             "no_match_filter_ms": _percentiles(no_match), "vector": vectors, "queries": len(asks),
             "max_rss_mb": round(rss_mb, 1), "load_average": [round(x, 2) for x in os.getloadavg()]}
-
-
-def peak_rss_mb() -> float:
-    """This program's peak resident memory in MB: ``VmHWM`` where Linux gives it. ``ru_maxrss`` is not used
-    there because it keeps the peak of the image before ``exec``: in a child process, the resident memory
-    of the parent at the fork (the filling process, with the corpus vectors), not the child's own."""
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _vector_recall(mem: Memory, db: Path, asks: list[str]) -> dict[str, Any]:

@@ -25,7 +25,6 @@ import gc
 import inspect
 import os
 import random
-import resource
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -40,6 +39,7 @@ import numpy.typing as npt
 from memroute.cli.common import emit_json
 from memroute.embed import get_embedder
 from memroute.eval.corpus import real_texts
+from memroute.eval.measure import peak_rss_mb
 from memroute.eval.synthetic import synthetic_memories, synthetic_queries
 from memroute.memory import Memory
 from memroute.stores import MemoryRecord, Store, open_store
@@ -200,7 +200,7 @@ def bench_one(n: int, queries: int, workdir: Path, store_url: str | None = None,
             "time_range_ms": percentiles(timed), "query_embed_ms": percentiles(embed), "hnsw": hnsw,
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "finished": datetime.now(UTC).isoformat("T", "seconds"),
-            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "max_rss_mb": round(peak_rss_mb(), 1)}
 
 
 def describe(r: dict[str, Any]) -> str:
