@@ -91,14 +91,21 @@ def _check_queries(url: str, store: Any, rng: random.Random, owner: str = "o", n
         fresh.close()
 
 
+
+def _avgdl(url: str) -> float:
+    """The average memory length the stored impacts were computed with."""
+    with psycopg.connect(url) as conn:
+        return float(conn.execute("SELECT value FROM memroute_meta WHERE key = 'bm25_avgdl'").fetchone()[0])
+
+
 def test_impacts_are_bm25s_term_frequency_part(pg_server: PgServer) -> None:
     url = pg_server.new_database()
     store = open_store(url)
     store.bind_model("m", 4)
     rng = random.Random(1)
     store.upsert([_record(i, rng) for i in range(50)])
+    avgdl = _avgdl(url)
     with psycopg.connect(url) as conn:
-        avgdl = float(conn.execute("SELECT value FROM memroute_meta WHERE key = 'bm25_avgdl'").fetchone()[0])
         rows = conn.execute("SELECT l.tokens, l.len_own, p.term, p.impact FROM memroute_postings p JOIN "
                             "memroute_lexical l USING (row_id) WHERE p.field = 0 AND strpos(l.tokens, '-') = 0"
                             ).fetchall()
@@ -140,15 +147,11 @@ def test_a_bulk_load_recomputes_impacts_when_the_average_length_moved(pg_server:
     store.bind_model("m", 4)
     rng = random.Random(3)
 
-    def reference() -> float:
-        with psycopg.connect(url) as conn:
-            return float(conn.execute("SELECT value FROM memroute_meta WHERE key = 'bm25_avgdl'").fetchone()[0])
-
-    assert reference() == 10.0  # an empty store's
+    assert _avgdl(url) == 10.0  # an empty store's
     store.bulk_load([_record(i, rng, long=True) for i in range(800)], rebuild_indexes=True)
     with psycopg.connect(url) as conn:
         avg = float(conn.execute("SELECT avg(len_own) FROM memroute_lexical").fetchone()[0])
-    assert reference() == pytest.approx(avg) and avg > 12.5
+    assert _avgdl(url) == pytest.approx(avg) and avg > 12.5
     _postings_match_the_rows(url)
     _check_queries(url, store, rng, n=20)
     store.close()
@@ -205,8 +208,7 @@ def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) 
     assert store.stats().schema_version == MIGRATIONS[-1][0]
     with psycopg.connect(url) as conn:
         avg = float(conn.execute("SELECT avg(len_own) FROM memroute_lexical").fetchone()[0])
-        ref = float(conn.execute("SELECT value FROM memroute_meta WHERE key = 'bm25_avgdl'").fetchone()[0])
-    assert ref == pytest.approx(avg)
+    assert _avgdl(url) == pytest.approx(avg)
     _postings_match_the_rows(url)
     _check_queries(url, store, rng, n=20)
     store.upsert([_record(1000, rng)])  # the triggers are there
