@@ -193,6 +193,8 @@ def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) 
     store.upsert([_record(i, rng) for i in range(400)])
     store.close()
     with psycopg.connect(url, autocommit=True) as conn:  # back to the store as memroute left it at version 4
+        conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")  # version 7's
+        conn.execute("DROP FUNCTION memroute_blocks_added, memroute_blocks_removed CASCADE")
         conn.execute("DROP TABLE memroute_postings")
         conn.execute("DROP FUNCTION memroute_postings_added, memroute_postings_updated, memroute_postings_deleted "
                      "CASCADE")

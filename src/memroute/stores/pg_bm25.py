@@ -31,6 +31,18 @@ the impacts were computed with):
 
 So drift loosens the bound (more is read) but never breaks it; ``refresh_postings`` recomputes the impacts
 with the current average when a bulk load has moved it by more than ``DRIFT`` (:func:`needs_refresh`).
+
+Summing the bounds in the server costs ~1 µs a posting (scan and hash aggregate): a long utterance of
+frequent words touches ~460,000 postings at 1M memories, and with impacts this flat (tf is almost always 1)
+no exact cut removes them. Since migration 7 each list is also kept packed in ``memroute_blocks`` (row ids
+and impacts as raw bytes, up to ``BLOCK_POSTINGS`` a row): a search of long lists fetches them in one
+statement and sums the bounds in numpy (:class:`BlockBounds`), then scores the best bounds exactly as above.
+Rows written, updated or deleted since the blocks were built are in ``memroute_blocks_changed`` (triggers):
+every such search scores them exactly and leaves them out of the blocks' bounds, so a stale block never
+decides anything. Writers fold the changed rows into new blocks every ``MERGE_ROWS`` rows
+(:data:`MERGE_BLOCKS_SQL`: an updated row's old postings stay in the old blocks, which only loosens its
+bound); deleted rows stay listed until the blocks are rebuilt from the postings (:data:`BUILD_BLOCKS_SQL`,
+with every refresh of the impacts and bulk load, or once ``DEAD_ROWS`` are listed).
 """
 
 from __future__ import annotations
@@ -40,6 +52,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from memroute.stores import bm25
 
@@ -82,6 +97,93 @@ POSTINGS_SQL = (
     "memroute_postings p WHERE p.owner = %s AND p.field = l.field AND p.term = l.term AND p.impact <= l.below AND "
     "(p.impact < l.below OR p.row_id > l.after) ORDER BY p.impact DESC, p.row_id LIMIT l.n) p")
 """The next postings of several lists in one statement: list ``ord`` after its last (impact, row_id) read."""
+
+
+BLOCK_POSTINGS = 65_536
+"""Postings per row of ``memroute_blocks`` (768 kB): no value nears PostgreSQL's 1 GB limit."""
+BLOCKS_ABOVE = 0
+"""Queries whose terms' document frequencies add up to more than this many postings read the blocks."""
+CHANGED_ROWS = 10_000
+"""The most changed rows (not in the blocks yet) a search scores beside the blocks; past it, the sums in
+the server (a writer that went past ``MERGE_ROWS`` folds them in after its write)."""
+MERGE_ROWS = 2_000
+"""Rows a process writes or deletes before it folds the changed rows into the blocks."""
+DEAD_ROWS = 5_000
+"""Deleted rows listed as changed past which the blocks are rebuilt from the postings."""
+BLOCKS_LOCK_ID = 0x6D656D726F757466
+"""The advisory lock of a build or merge of the blocks (one at a time)."""
+_PACK = ("string_agg(int8send(row_id), ''::bytea ORDER BY row_id), "
+         "string_agg(float4send(impact), ''::bytea ORDER BY row_id)")
+_LOCK_CHANGED = "LOCK TABLE memroute_blocks_changed IN EXCLUSIVE MODE"
+"""Writers wait (at their trigger) while the blocks take the changed rows: a row changed after the read is
+listed again once the merge commits, a row changed before it is read as changed; searches read on."""
+BUILD_BLOCKS_SQL = (
+    "SELECT pg_advisory_xact_lock(%s)",
+    _LOCK_CHANGED,
+    "DELETE FROM memroute_blocks",
+    "DELETE FROM memroute_blocks_changed",
+    f"INSERT INTO memroute_blocks SELECT owner, field, term, (n / {BLOCK_POSTINGS})::int, {_PACK} FROM (SELECT p.*, "
+    "row_number() OVER (PARTITION BY owner, field, term ORDER BY row_id) - 1 AS n FROM memroute_postings p) p "
+    f"GROUP BY owner, field, term, n / {BLOCK_POSTINGS}",
+)
+"""Rebuild every block from ``memroute_postings`` (the first statement takes :data:`BLOCKS_LOCK_ID`)."""
+MERGE_BLOCKS_SQL = (
+    "SELECT pg_try_advisory_xact_lock(%s)",
+    _LOCK_CHANGED,
+    "WITH r AS (DELETE FROM memroute_blocks_changed c USING memroute_lexical r WHERE r.row_id = c.row_id "
+    "RETURNING r.*), p AS (SELECT q.* FROM r CROSS JOIN LATERAL " + _OF + " q) INSERT INTO memroute_blocks "
+    "SELECT owner, field, term, coalesce((SELECT max(b.block) + 1 FROM memroute_blocks b WHERE b.owner = p.owner "
+    f"AND b.field = p.field AND b.term = p.term), 0), {_PACK} FROM p GROUP BY owner, field, term",
+    "SELECT count(*) FROM memroute_blocks_changed",
+)
+"""Fold the changed rows that still exist into one new block per list (skipped while another build or merge
+runs: the first statement tries :data:`BLOCKS_LOCK_ID`); the last counts what is left (deleted rows)."""
+BLOCKS_SQL = ("SELECT l.ord, b.row_ids, b.impacts FROM unnest(%s::text[], %s::int2[]) WITH ORDINALITY AS "
+              "l(term, field, ord) JOIN memroute_blocks b ON b.owner = %s AND b.field = l.field AND b.term = l.term")
+"""Every block of the search's lists (list ``ord``); read in binary."""
+CHANGED_SQL = "SELECT row_id FROM memroute_blocks_changed WHERE owner = %s LIMIT %s"
+
+
+class BlockBounds:
+    """Every memory's score bound from the blocks of a search's lists, summed in numpy: row ids (int8) and
+    impacts (float4) decoded from the raw bytes, each list's impacts times its factor, added up per row id
+    (a dense array by row id when the ids are dense enough, else sorted)."""
+
+    def __init__(self, blocks: Sequence[Sequence[Any]], factors: Sequence[float], skip: Sequence[int]) -> None:
+        ids: list[npt.NDArray[np.int64]] = []
+        weights: list[npt.NDArray[np.float64]] = []
+        for ord_, row_ids, impacts in blocks:
+            ids.append(np.frombuffer(row_ids, dtype=">i8").astype(np.int64))
+            weights.append(np.frombuffer(impacts, dtype=">f4").astype(np.float64) * factors[int(ord_) - 1])
+        self.ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.bounds: npt.NDArray[np.float64] = np.zeros(0, dtype=np.float64)
+        if not ids:
+            return
+        all_ids, all_weights = np.concatenate(ids), np.concatenate(weights)
+        left_out = np.asarray(skip, dtype=np.int64)
+        top = int(all_ids.max()) + 1
+        if top <= 8 * len(all_ids):
+            dense = np.asarray(np.bincount(all_ids, all_weights, minlength=top), dtype=np.float64)
+            dense[left_out[left_out < top]] = 0.0
+            self.ids = np.flatnonzero(dense).astype(np.int64)
+            self.bounds = dense[self.ids]
+        else:
+            unique, inverse = np.unique(all_ids, return_inverse=True)
+            summed = np.asarray(np.bincount(inverse, all_weights), dtype=np.float64)
+            keep = ~np.isin(unique, left_out) & (summed > 0)
+            self.ids, self.bounds = unique[keep], summed[keep]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def best(self, k: int) -> list[tuple[int, float]]:
+        """The ``k`` highest bounds (row id, bound), best first, ties by row id."""
+        if k < len(self.ids):
+            sel = np.argpartition(-self.bounds, k - 1)[:k]
+        else:
+            sel = np.arange(len(self.ids))
+        sel = sel[np.lexsort((self.ids[sel], -self.bounds[sel]))]
+        return list(zip(self.ids[sel].tolist(), self.bounds[sel].tolist(), strict=True))
 
 
 def bounds_sql(where: str | None) -> str:

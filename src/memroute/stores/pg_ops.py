@@ -24,11 +24,21 @@ from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_v
 from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_bm25 import (
     AVGDL_SQL,
+    BLOCKS_ABOVE,
+    BLOCKS_LOCK_ID,
+    BLOCKS_SQL,
+    BUILD_BLOCKS_SQL,
+    CHANGED_ROWS,
+    CHANGED_SQL,
+    DEAD_ROWS,
     DEFAULT_AVGDL,
+    MERGE_BLOCKS_SQL,
+    MERGE_ROWS,
     POSTINGS_SQL,
     REFERENCE_SQL,
     REFRESH_SQL,
     SNAPSHOT_SQL,
+    BlockBounds,
     ImpactSearch,
     bounds_sql,
     lexical_rows_sql,
@@ -102,6 +112,8 @@ class Sql:
 
     query: Any  # str or psycopg.sql.Composed
     params: Sequence[Any] | None = None
+    binary: bool = False
+    """Results in PostgreSQL's binary format (``bytea`` as raw bytes, not hex)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +164,7 @@ class PgOperations:
         self._cache = SearchCache()
         self._written_since_analyze = 0
         self._pending = 0  # rows this process wrote as pending since it last counted them
+        self._unmerged = 0  # rows this process wrote or deleted since it last folded them into the BM25 blocks
 
     # ---------------------------------------------------------------------------------- migrations
     def op_is_current(self) -> Op[bool]:
@@ -290,6 +303,33 @@ class PgOperations:
         self._pending -= moved
         return moved
 
+    def blocks_lag(self, changed: int) -> bool:
+        """Count rows written or deleted; True when this process should fold the changed rows into the BM25
+        blocks now (:meth:`op_merge_blocks`)."""
+        self._unmerged += changed
+        if self._unmerged < MERGE_ROWS:
+            return False
+        self._unmerged = 0
+        return True
+
+    def op_merge_blocks(self) -> Op[None]:
+        """Fold the rows changed since the BM25 blocks were built into new blocks; rebuild them all from the
+        postings once ``DEAD_ROWS`` deleted rows are listed (:mod:`memroute.stores.pg_bm25`)."""
+        try_lock, lock, merge, count = MERGE_BLOCKS_SQL
+        if not (yield Sql(try_lock, (BLOCKS_LOCK_ID,)))[0][0]:
+            return  # another process is at it
+        yield Sql(lock)
+        yield Sql(merge)
+        if int((yield Sql(count))[0][0]) > DEAD_ROWS:
+            yield from self.op_build_blocks()
+
+    def op_build_blocks(self) -> Op[None]:
+        """Rebuild every BM25 block from the postings."""
+        lock, *rest = BUILD_BLOCKS_SQL
+        yield Sql(lock, (BLOCKS_LOCK_ID,))
+        for statement in rest:
+            yield Sql(statement)
+
     def op_count_pending(self) -> Op[int]:
         """Count the pending rows (up to just past ``pending_rows``) as this process's starting point."""
         self._pending = int((yield Sql(PENDING_SQL, (self.pending_rows + 1,)))[0][0])
@@ -310,7 +350,8 @@ class PgOperations:
         yield Sql(DROP_INDEXES_SQL)
 
     def op_create_search_indexes(self) -> Op[None]:
-        yield from self.op_refresh_postings()
+        if not (yield from self.op_refresh_postings()):
+            yield from self.op_build_blocks()
         graph = SEARCH_INDEXES[0][0]
         if (yield Sql("SELECT to_regclass(%s) IS NULL", (graph,)))[0][0]:
             yield Sql(INDEX_ALL_SQL)  # no graph to insert into: the build below takes them all at once
@@ -328,6 +369,7 @@ class PgOperations:
         yield Sql(truncate)
         yield Sql(set_reference, (repr(float(now)),))
         yield Sql(fill)
+        yield from self.op_build_blocks()
         return True
 
     def op_get(self, ids: Sequence[str], owner: str) -> Op[list[MemoryItem]]:
@@ -398,6 +440,10 @@ class PgOperations:
                               float(reference[0][0]) if reference else DEFAULT_AVGDL)
         where, params = where_clause(flt)
         narrow = flt.session_id is not None or flt.start is not None or flt.end is not None
+        if not narrow and sum(dfs.values()) > BLOCKS_ABOVE:
+            changed = [r[0] for r in (yield Sql(CHANGED_SQL, (flt.owner, CHANGED_ROWS + 1)))]
+            if len(changed) <= CHANGED_ROWS:
+                return (yield from self._search_blocks(search, changed, where, params, flt.owner))
         while not narrow and (reads := search.next_reads()):
             met = search.took(reads, (yield Sql(POSTINGS_SQL, search.read_params(reads, flt.owner))))
             if met:
@@ -414,6 +460,30 @@ class PgOperations:
             if len(bounds) < size or (len(search.best) >= limit and search.threshold() > bounds[-1][1]):
                 break
             offset, size = offset + size, 2 * size
+        return [ScoredId(mid, score) for score, mid in search.answer()]
+
+    def _search_blocks(self, search: ImpactSearch, changed: list[int], where: str, params: list[Any],
+                       owner: str) -> Op[list[ScoredId]]:
+        """The exact top ``limit`` from the lists' blocks: the changed rows scored exactly, then the rows of the
+        highest bounds summed in numpy, a page at a time, until the ``limit``-th score beats the next bound."""
+        terms, w_own, w_ctx, collection, dfs = search.terms, search.w_own, search.w_ctx, search.collection, search.dfs
+        if changed:
+            search.seen.update(changed)
+            rows = yield Sql(lexical_rows_sql(where), [changed, *params])
+            search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+        lists, fields, factors, _ = search.bound_params(owner)
+        blocks = yield Sql(BLOCKS_SQL, (lists, fields, owner), binary=True)
+        bounds = BlockBounds(blocks, factors, changed)
+        size = 4 * search.limit + 60
+        while True:
+            page = bounds.best(size)
+            new = search.rescored(page)
+            if new:
+                rows = yield Sql(lexical_rows_sql(where), [new, *params])
+                search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
+            if len(page) < size or (len(search.best) >= search.limit and search.threshold() > page[-1][1]):
+                break
+            size *= 4
         return [ScoredId(mid, score) for score, mid in search.answer()]
 
     def op_search_vector(self, vector: npt.NDArray[np.float32], flt: SearchFilter, limit: int,

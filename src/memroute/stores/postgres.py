@@ -96,7 +96,7 @@ def execute(conn: psycopg.Connection[Any], step: Step) -> Any:
         with conn.pipeline():
             cursors = [conn.cursor().execute(step.query, params) for params in step.params]
             return [cur.fetchone() for cur in cursors]
-    cur = conn.execute(step.query, step.params)
+    cur = conn.execute(step.query, step.params, binary=step.binary)
     return cur.fetchall() if cur.description is not None else cur.rowcount
 
 
@@ -185,6 +185,8 @@ class PostgresStore(PgOperations):
                 pass  # the writer waits for the graph: pending rows stay bounded
         if self.wrote(records):
             self._run("refresh statistics", self.op_analyze())
+        if self.blocks_lag(len(records)):
+            self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
 
     def index_pending(self, limit: int | None = None) -> int:
         """Move pending memories (written, searchable by an exact scan, not yet in the HNSW graph) into the
@@ -239,6 +241,8 @@ class PostgresStore(PgOperations):
                     progress(len(batch))
             if rebuild_indexes:
                 run_op(conn, self.op_create_search_indexes())
+            else:
+                run_op(conn, self.op_merge_blocks())
             if state is not None:
                 run_op(conn, self.op_put_state(state[0], state[1], state[2], ""))
             if analyze and not rebuild_indexes:  # building the indexes analyzed the tables already
@@ -265,10 +269,16 @@ class PostgresStore(PgOperations):
         return self._run("get vectors", self.op_get_vectors(ids, owner))
 
     def delete(self, ids: Sequence[str], owner: str) -> int:
-        return self._run("delete memories", self.op_delete(ids, owner))
+        deleted = self._run("delete memories", self.op_delete(ids, owner))
+        if self.blocks_lag(deleted):
+            self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        return deleted
 
     def delete_where(self, owner: str, session_id: str | None = None) -> int:
-        return self._run("forget", self.op_delete_where(owner, session_id))
+        deleted = self._run("forget", self.op_delete_where(owner, session_id))
+        if self.blocks_lag(deleted):
+            self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        return deleted
 
     def list_memories(self, flt: SearchFilter, limit: int = 100, offset: int = 0) -> list[MemoryItem]:
         return self._run("list memories", self.op_list(flt, limit, offset))

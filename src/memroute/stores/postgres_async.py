@@ -49,7 +49,7 @@ async def execute(conn: psycopg.AsyncConnection[Any], step: Step) -> Any:
         async with conn.pipeline():
             cursors = [await conn.cursor().execute(step.query, params) for params in step.params]
             return [await cur.fetchone() for cur in cursors]
-    cur = await conn.execute(step.query, step.params)
+    cur = await conn.execute(step.query, step.params, binary=step.binary)
     return await cur.fetchall() if cur.description is not None else cur.rowcount
 
 
@@ -144,6 +144,8 @@ class AsyncPostgresStore(PgOperations):
                 pass  # the writer waits for the graph: pending rows stay bounded
         if self.wrote(records):
             await self._run("refresh statistics", self.op_analyze())
+        if self.blocks_lag(len(records)):
+            await self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
 
     async def index_pending(self, limit: int | None = None) -> int:
         """As :meth:`memroute.stores.postgres.PostgresStore.index_pending`."""
@@ -168,10 +170,16 @@ class AsyncPostgresStore(PgOperations):
         return await self._run("get vectors", self.op_get_vectors(ids, owner))
 
     async def delete(self, ids: Sequence[str], owner: str) -> int:
-        return await self._run("delete memories", self.op_delete(ids, owner))
+        deleted = await self._run("delete memories", self.op_delete(ids, owner))
+        if self.blocks_lag(deleted):
+            await self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        return deleted
 
     async def delete_where(self, owner: str, session_id: str | None = None) -> int:
-        return await self._run("forget", self.op_delete_where(owner, session_id))
+        deleted = await self._run("forget", self.op_delete_where(owner, session_id))
+        if self.blocks_lag(deleted):
+            await self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        return deleted
 
     async def list_memories(self, flt: SearchFilter, limit: int = 100, offset: int = 0) -> list[MemoryItem]:
         return await self._run("list memories", self.op_list(flt, limit, offset))
