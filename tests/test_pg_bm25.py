@@ -15,7 +15,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from memroute.stores import MemoryRecord, bm25, open_store, pg_bm25
+from memroute.stores import MemoryRecord, bm25, open_store, pg_bm25, pg_ops
 from memroute.stores.pg_bm25 import READ_BUDGET, SUM_BELOW, ImpactSearch
 from memroute.stores.pg_sql import bm25_scores, tsquery, where_clause
 from memroute.types import MemoryItem, MemoryKind, SearchFilter
@@ -215,4 +215,205 @@ def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) 
     _check_queries(url, store, rng, n=20)
     store.upsert([_record(1000, rng)])  # the triggers are there
     _postings_match_the_rows(url)
+    store.close()
+
+
+def _blocks(url: str) -> list[tuple[str, int, str, float, int]]:
+    """Every (owner, field, term, impact, row_id) the blocks hold, decoded as a search decodes them."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT owner, field, term, row_ids, impacts FROM memroute_blocks", binary=True).fetchall()
+    out = []
+    for owner, field, term, row_ids, impacts in rows:
+        ids, imps = np.frombuffer(row_ids, ">i8"), np.frombuffer(impacts, ">f4")
+        assert len(ids) == len(imps) and len(ids) <= pg_bm25.BLOCK_POSTINGS
+        out += [(owner, int(field), term, float(i), int(r)) for r, i in zip(ids, imps, strict=True)]
+    return sorted(out)
+
+
+def _postings(url: str) -> list[tuple[str, int, str, float, int]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT owner, field, term, impact, row_id FROM memroute_postings").fetchall()
+    return sorted((o, int(f), t, float(np.float32(i)), int(r)) for o, f, t, i, r in rows)
+
+
+def _changed(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        return int(conn.execute("SELECT count(*) FROM memroute_blocks_changed").fetchone()[0])
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of every statement the sync store runs (run as before: only recorded)."""
+    import memroute.stores.postgres as pg_store
+
+    seen: list[str] = []
+    run = pg_store.execute
+
+    def recording(conn: Any, step: Any) -> Any:
+        seen.append(str(step.query))
+        return run(conn, step)
+
+    monkeypatch.setattr(pg_store, "execute", recording)
+    return seen
+
+
+def test_blocks_hold_exactly_the_postings_after_a_bulk_load(pg_server: PgServer) -> None:
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(5)
+    store.bulk_load([_record(i, rng) for i in range(900)], rebuild_indexes=True)
+    store.bulk_load([_record(i, rng, owner="other") for i in range(200)], rebuild_indexes=True)
+    assert _changed(url) == 0
+    assert _blocks(url) == _postings(url) and len(_postings(url)) > 1000
+    store.close()
+
+
+def test_blocks_answer_exact_bm25_through_writes_updates_and_deletes_after_their_build(
+        pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, statements: list[str]) -> None:
+    """The blocks are built by a bulk load; then rows are added, changed and deleted: first listed as changed
+    (scored exactly beside stale blocks), then folded into new blocks, then past ``DEAD_ROWS`` rebuilt."""
+    monkeypatch.setattr(pg_ops, "MERGE_ROWS", 10**9)
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(9)
+    store.bulk_load([_record(i, rng) for i in range(1500)], rebuild_indexes=True)
+    built = _blocks(url)
+    assert built == _postings(url) and _changed(url) == 0
+    statements.clear()
+    _check_queries(url, store, rng)
+    assert any("memroute_blocks b" in s for s in statements)  # the blocks answered (all but the narrow filters)
+    assert not any("GROUP BY p.row_id" in s for s in statements if "memroute_lexical m ON" not in s)
+
+    # updates with new words, new rows, deletes: listed as changed, not folded in (MERGE_ROWS is huge)
+    store.upsert([_record(i, rng, long=True) for i in range(0, 1500, 3)])
+    store.upsert([_record(i, rng) for i in range(1500, 1800)])
+    assert store.delete([f"m{i}" for i in range(1, 1500, 5)], "o") > 0
+    assert _blocks(url) == built and _changed(url) > 700
+    _check_queries(url, store, rng)
+
+    # folded into new blocks every 100 rows written or deleted; deleted rows stay listed
+    monkeypatch.setattr(pg_ops, "MERGE_ROWS", 100)
+    monkeypatch.setattr(pg_ops, "DEAD_ROWS", 10**9)
+    store.upsert([_record(i, rng, long=True) for i in range(2, 1500, 4)])
+    left = _changed(url)
+    assert 0 < left < 1500 // 5 + 1  # only the deleted rows
+    assert len(_blocks(url)) > len(built)
+    _check_queries(url, store, rng)
+    assert store.delete([f"m{i}" for i in range(1500, 1800, 2)], "o") == 150
+    _check_queries(url, store, rng)
+
+    # past DEAD_ROWS deleted rows, the next fold rebuilds the blocks from the postings
+    monkeypatch.setattr(pg_ops, "DEAD_ROWS", 50)
+    store.upsert([_record(i, rng) for i in range(3000, 3100)])
+    assert _changed(url) == 0 and _blocks(url) == _postings(url)
+    _check_queries(url, store, rng)
+    store.close()
+
+
+def test_too_many_changed_rows_fall_back_to_the_sums_in_the_server(
+        pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, statements: list[str]) -> None:
+    monkeypatch.setattr(pg_ops, "MERGE_ROWS", 10**9)
+    monkeypatch.setattr(pg_ops, "CHANGED_ROWS", 50)
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(13)
+    store.bulk_load([_record(i, rng) for i in range(600)], rebuild_indexes=True)
+    store.upsert([_record(i, rng, long=True) for i in range(0, 600, 4)])  # 150 changed rows
+    statements.clear()
+    _check_queries(url, store, rng, n=20)
+    assert not any("memroute_blocks b" in s for s in statements)
+    store.close()
+
+
+def test_block_bounds_sum_each_rows_lists_and_rank_them() -> None:
+    """Unit: both ways of summing (a dense array by row id, or sorted ids) give the same bounds, changed rows
+    are left out, and the best come first, ties by row id."""
+    def block(ord_: int, ids: list[int], impacts: list[float]) -> tuple[int, bytes, bytes]:
+        return ord_, np.asarray(ids, ">i8").tobytes(), np.asarray(impacts, ">f4").tobytes()
+
+    for far in (0, 10**12):  # row ids dense, or far apart
+        blocks = [block(1, [1 + far, 2 + far, 5 + far], [1.0, 2.0, 0.5]), block(2, [2 + far, 7 + far], [1.0, 1.0]),
+                  block(2, [1 + far], [2.0])]
+        bounds = pg_bm25.BlockBounds(blocks, [1.0, 0.5], skip=[7 + far])
+        assert len(bounds) == 3
+        assert bounds.best(2) == [(2 + far, 2.5), (1 + far, 2.0)]
+        assert bounds.best(10) == [(2 + far, 2.5), (1 + far, 2.0), (5 + far, 0.5)]
+    tied = pg_bm25.BlockBounds([block(1, [9, 3, 6], [1.0, 1.0, 1.0])], [1.0], skip=[])
+    assert tied.best(2) == [(3, 1.0), (6, 1.0)]
+    assert len(pg_bm25.BlockBounds([], [1.0], skip=[])) == 0
+
+
+def _blocks_cover_the_rows(url: str) -> None:
+    """Every posting of every memory is in a block, or its memory is listed as changed (scored exactly)."""
+    with psycopg.connect(url) as conn:
+        changed = {int(r[0]) for r in conn.execute("SELECT row_id FROM memroute_blocks_changed").fetchall()}
+    packed = set(_blocks(url))
+    missing = [p for p in _postings(url) if p not in packed and p[4] not in changed]
+    assert missing == []
+
+
+def test_migration_7_packs_the_postings_of_an_existing_store(pg_server: PgServer) -> None:
+    from memroute.stores.migrations.postgres import MIGRATIONS
+
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(17)
+    store.upsert([_record(i, rng) for i in range(500)])
+    store.close()
+    with psycopg.connect(url, autocommit=True) as conn:  # back to the store as memroute left it at version 6
+        conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")
+        conn.execute("DROP FUNCTION memroute_blocks_added, memroute_blocks_removed CASCADE")
+        conn.execute("UPDATE memroute_meta SET value = '6' WHERE key = 'schema_version'")
+        assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'memroute_blocks%'").fetchone() == (0,)
+    store = open_store(url)
+    assert store.stats().schema_version == MIGRATIONS[-1][0] == 7
+    assert _changed(url) == 0 and _blocks(url) == _postings(url)
+    _check_queries(url, store, rng, n=20)
+    store.upsert([_record(1000, rng)])  # the triggers are there
+    assert _changed(url) == 1
+    _blocks_cover_the_rows(url)
+    store.close()
+
+
+def test_blocks_stay_exact_under_concurrent_writers(pg_server: PgServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three stores (as three processes) update, add and delete overlapping memories at once, each folding
+    the changed rows into the blocks every 40 rows: no write is lost from the blocks or the changed list."""
+    import threading
+
+    monkeypatch.setattr(pg_ops, "MERGE_ROWS", 40)
+    monkeypatch.setattr(pg_ops, "DEAD_ROWS", 120)
+    url = pg_server.new_database()
+    first = open_store(url)
+    first.bind_model("m", 4)
+    rng = random.Random(19)
+    first.bulk_load([_record(i, rng) for i in range(600)], rebuild_indexes=True)
+    first.close()
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        wrng = random.Random(seed)
+        store = open_store(url)
+        try:
+            for _ in range(12):
+                ids = sorted(wrng.sample(range(900), 25))  # one lock order for all writers
+                store.upsert([_record(i, wrng, long=wrng.random() < 0.5) for i in ids])
+                store.delete([f"m{i}" for i in sorted(wrng.sample(range(900), 5))], "o")
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    _blocks_cover_the_rows(url)
+    store = open_store(url)
+    _check_queries(url, store, rng)
     store.close()

@@ -213,6 +213,8 @@ def test_migration_6_keeps_existing_memories_in_a_graph_of_its_own(pg_server: Pg
     store.bulk_load(records)
     store.close()
     with psycopg.connect(url, autocommit=True) as conn:  # the store as memroute left it at schema version 5
+        conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")  # version 7's
+        conn.execute("DROP FUNCTION memroute_blocks_added, memroute_blocks_removed CASCADE")
         conn.execute("DROP INDEX memroute_memories_pending, memroute_memories_embedding")
         conn.execute("ALTER TABLE memroute_memories DROP COLUMN indexed")
         conn.execute("CREATE INDEX memroute_memories_embedding ON memroute_memories USING hnsw (embedding "

@@ -101,8 +101,6 @@ POSTINGS_SQL = (
 
 BLOCK_POSTINGS = 65_536
 """Postings per row of ``memroute_blocks`` (768 kB): no value nears PostgreSQL's 1 GB limit."""
-BLOCKS_ABOVE = 0
-"""Queries whose terms' document frequencies add up to more than this many postings read the blocks."""
 CHANGED_ROWS = 10_000
 """The most changed rows (not in the blocks yet) a search scores beside the blocks; past it, the sums in
 the server (a writer that went past ``MERGE_ROWS`` folds them in after its write)."""

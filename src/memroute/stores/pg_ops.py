@@ -24,7 +24,6 @@ from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_v
 from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_bm25 import (
     AVGDL_SQL,
-    BLOCKS_ABOVE,
     BLOCKS_LOCK_ID,
     BLOCKS_SQL,
     BUILD_BLOCKS_SQL,
@@ -440,7 +439,7 @@ class PgOperations:
                               float(reference[0][0]) if reference else DEFAULT_AVGDL)
         where, params = where_clause(flt)
         narrow = flt.session_id is not None or flt.start is not None or flt.end is not None
-        if not narrow and sum(dfs.values()) > BLOCKS_ABOVE:
+        if not narrow:  # a narrow filter sums only its own rows' bounds in the server (below)
             changed = [r[0] for r in (yield Sql(CHANGED_SQL, (flt.owner, CHANGED_ROWS + 1)))]
             if len(changed) <= CHANGED_ROWS:
                 return (yield from self._search_blocks(search, changed, where, params, flt.owner))
