@@ -344,6 +344,24 @@ def test_block_bounds_sum_each_rows_lists_and_rank_them() -> None:
     tied = pg_bm25.BlockBounds([block(1, [9, 3, 6], [1.0, 1.0, 1.0])], [1.0], skip=[])
     assert tied.best(2) == [(3, 1.0), (6, 1.0)]
     assert len(pg_bm25.BlockBounds([], [1.0], skip=[])) == 0
+    # against a plain sort, with flat impacts (many ties), dense and far-apart ids, several k
+    rng = np.random.default_rng(3)
+    for spread in (2_000, 10**9):
+        lists = [(o, rng.choice(spread, size=700, replace=False)) for o in (1, 2, 3)]
+        blocks = [block(o, ids.tolist(), rng.choice([1.0, 1.0, 1.0, 1.3], size=len(ids)).tolist()) for o, ids in lists]
+        factors = [2.0, 1.0, 0.5]
+        skip = rng.choice(spread, size=50).tolist()
+        sums: dict[int, float] = {}
+        for o, ids in lists:
+            for row_id, impact in zip(ids.tolist(), np.frombuffer(blocks[o - 1][2], ">f4").tolist(), strict=True):
+                sums[row_id] = sums.get(row_id, 0.0) + impact * factors[o - 1]
+        expected = sorted(((r, b) for r, b in sums.items() if r not in set(skip)), key=lambda x: (-x[1], x[0]))
+        bounds = pg_bm25.BlockBounds(blocks, factors, skip=skip)
+        assert len(bounds) == len(expected)
+        for k in (1, 10, 100, 1000, 5000):
+            got = bounds.best(k)
+            assert [r for r, _ in got] == [r for r, _ in expected[:k]]
+            assert np.allclose([b for _, b in got], [b for _, b in expected[:k]])
 
 
 def _blocks_cover_the_rows(url: str) -> None:

@@ -144,44 +144,63 @@ CHANGED_SQL = "SELECT row_id FROM memroute_blocks_changed WHERE owner = %s LIMIT
 
 class BlockBounds:
     """Every memory's score bound from the blocks of a search's lists, summed in numpy: row ids (int8) and
-    impacts (float4) decoded from the raw bytes, each list's impacts times its factor, added up per row id
-    (a dense array by row id when the ids are dense enough, else sorted)."""
+    impacts (float4) decoded from the raw bytes, each list's impacts times its factor, added up per row id:
+    in a dense array by row id when the ids are dense enough (the best are found by halving a cut until
+    enough bounds pass it: no pass over every memory's index), else by sorting the ids."""
 
     def __init__(self, blocks: Sequence[Sequence[Any]], factors: Sequence[float], skip: Sequence[int]) -> None:
         ids: list[npt.NDArray[np.int64]] = []
         weights: list[npt.NDArray[np.float64]] = []
         for ord_, row_ids, impacts in blocks:
-            ids.append(np.frombuffer(row_ids, dtype=">i8").astype(np.int64))
-            weights.append(np.frombuffer(impacts, dtype=">f4").astype(np.float64) * factors[int(ord_) - 1])
-        self.ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self.bounds: npt.NDArray[np.float64] = np.zeros(0, dtype=np.float64)
+            ids.append(np.frombuffer(row_ids, dtype=">i8"))  # swapped once, when concatenated
+            weights.append(np.multiply(np.frombuffer(impacts, dtype=">f4"), factors[int(ord_) - 1], dtype=np.float64))
+        self._dense: npt.NDArray[np.float64] | None = None
+        self._ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._bounds: npt.NDArray[np.float64] = np.zeros(0, dtype=np.float64)
+        self._count = 0
         if not ids:
             return
-        all_ids, all_weights = np.concatenate(ids), np.concatenate(weights)
+        all_ids, all_weights = np.concatenate(ids, dtype=np.int64), np.concatenate(weights)
         left_out = np.asarray(skip, dtype=np.int64)
         top = int(all_ids.max()) + 1
         if top <= 8 * len(all_ids):
-            dense = np.asarray(np.bincount(all_ids, all_weights, minlength=top), dtype=np.float64)
-            dense[left_out[left_out < top]] = 0.0
-            self.ids = np.flatnonzero(dense).astype(np.int64)
-            self.bounds = dense[self.ids]
+            self._dense = np.asarray(np.bincount(all_ids, all_weights, minlength=top), dtype=np.float64)
+            self._dense[left_out[left_out < top]] = 0.0
+            self._count = int(np.count_nonzero(self._dense))
         else:
             unique, inverse = np.unique(all_ids, return_inverse=True)
             summed = np.asarray(np.bincount(inverse, all_weights), dtype=np.float64)
             keep = ~np.isin(unique, left_out) & (summed > 0)
-            self.ids, self.bounds = unique[keep], summed[keep]
+            self._ids, self._bounds = unique[keep], summed[keep]
+            self._count = len(self._ids)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self._count
+
+    def _candidates(self, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Row ids and bounds of a set holding the ``k`` highest bounds (and maybe more)."""
+        if self._dense is None:
+            return self._ids, self._bounds
+        dense = self._dense
+        if k >= self._count:
+            ids = np.flatnonzero(dense).astype(np.int64)
+            return ids, dense[ids]
+        cut = float(dense.max()) / 2
+        while True:  # ends: past the smallest positive bound every one of the count > k passes
+            ids = np.flatnonzero(dense > cut).astype(np.int64)
+            if len(ids) >= k:
+                return ids, dense[ids]
+            cut /= 2
 
     def best(self, k: int) -> list[tuple[int, float]]:
         """The ``k`` highest bounds (row id, bound), best first, ties by row id."""
-        if k < len(self.ids):
-            sel = np.argpartition(-self.bounds, k - 1)[:k]
-        else:
-            sel = np.arange(len(self.ids))
-        sel = sel[np.lexsort((self.ids[sel], -self.bounds[sel]))]
-        return list(zip(self.ids[sel].tolist(), self.bounds[sel].tolist(), strict=True))
+        ids, bounds = self._candidates(k)
+        if len(ids) > k:  # keep the k highest and every bound equal to the k-th, then sort those
+            kth = bounds[np.argpartition(-bounds, k - 1)[k - 1]]
+            keep = bounds >= kth
+            ids, bounds = ids[keep], bounds[keep]
+        order = np.lexsort((ids, -bounds))[:k]
+        return list(zip(ids[order].tolist(), bounds[order].tolist(), strict=True))
 
 
 def bounds_sql(where: str | None) -> str:

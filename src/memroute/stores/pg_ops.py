@@ -473,7 +473,7 @@ class PgOperations:
         lists, fields, factors, _ = search.bound_params(owner)
         blocks = yield Sql(BLOCKS_SQL, (lists, fields, owner), binary=True)
         bounds = BlockBounds(blocks, factors, changed)
-        size = 4 * search.limit + 60
+        size = 2 * search.limit + 10
         while True:
             page = bounds.best(size)
             new = search.rescored(page)
