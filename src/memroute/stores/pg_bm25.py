@@ -232,6 +232,13 @@ def lexical_rows_sql(where: str) -> str:
             f"WHERE m.row_id = ANY(%s) AND {where}")
 
 
+def matching_rows_sql(where: str) -> str:
+    """As :func:`lexical_rows_sql`, of the rows holding a query term only (the changed rows a search scores
+    beside the blocks: up to ``CHANGED_ROWS`` of them, most without the query's terms); the parameters end
+    with the query's ``tsquery`` twice."""
+    return lexical_rows_sql(where) + " AND (m.tsv_own @@ %s::tsquery OR m.tsv_ctx @@ %s::tsquery)"
+
+
 def needs_refresh(avgdl_now: float, reference: float | None) -> bool:
     if reference is None or reference <= 0:
         return True

@@ -41,6 +41,7 @@ from memroute.stores.pg_bm25 import (
     ImpactSearch,
     bounds_sql,
     lexical_rows_sql,
+    matching_rows_sql,
     needs_refresh,
 )
 from memroute.stores.pg_sql import (
@@ -468,7 +469,7 @@ class PgOperations:
         terms, w_own, w_ctx, collection, dfs = search.terms, search.w_own, search.w_ctx, search.collection, search.dfs
         if changed:
             search.seen.update(changed)
-            rows = yield Sql(lexical_rows_sql(where), [changed, *params])
+            rows = yield Sql(matching_rows_sql(where), [changed, *params, *(tsquery(terms),) * 2])
             search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
         lists, fields, factors, _ = search.bound_params(owner)
         blocks = yield Sql(BLOCKS_SQL, (lists, fields, owner), binary=True)

@@ -14,7 +14,9 @@ keeps a store in a schema of its own (created on first open), so one database ca
   enter the answer; the memories met are scored with the same Okapi BM25 as the SQLite store
   (:mod:`memroute.stores.bm25`), with N, n and the average length read from the table (cached for five
   minutes). The answer is the exact BM25 top ``limit`` over every matching memory, ties broken by insertion
-  order as in SQLite, so scores fuse the same way on both backends (:mod:`memroute.stores.pg_bm25`).
+  order as in SQLite, so scores fuse the same way on both backends (:mod:`memroute.stores.pg_bm25`). Since
+  migration 7 the lists are also packed in ``memroute_blocks``: a search without a session or time filter
+  fetches them as raw bytes and sums the bounds in numpy, where the server spent ~1 µs a posting.
 - Vector search: a pgvector ``vector(d)`` column (stored inline, not TOASTed: an exact scan is ~8x faster)
   with an HNSW index (cosine). An owner with at most ``EXACT_ROWS`` memories is searched exactly (a scan of
   its rows is as fast as the graph there, and exact like SQLite); larger ones walk the HNSW graph with
