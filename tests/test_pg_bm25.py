@@ -435,3 +435,28 @@ def test_blocks_stay_exact_under_concurrent_writers(pg_server: PgServer, monkeyp
     store = open_store(url)
     _check_queries(url, store, rng)
     store.close()
+
+
+def test_document_frequencies_from_the_postings_equal_the_gin_counts(pg_server: PgServer) -> None:
+    """On PostgreSQL 18+ a search counts document frequencies from the postings' index: the same two counts
+    as the GIN index gives (own tokens; own or context), with context words, hyphenated words, updates and
+    deletes, over every owner."""
+    from memroute.stores.pg_sql import DF_POSTINGS_SQL, DF_SQL
+
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(23)
+    store.upsert([_record(i, rng) for i in range(700)])
+    store.upsert([_record(i, rng, owner="other") for i in range(200)])
+    store.upsert([_record(i, rng, long=True) for i in range(0, 700, 3)])
+    store.delete([f"m{i}" for i in range(1, 700, 6)], "o")
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT current_setting('server_version_num')::int").fetchone()[0] >= 180000
+        counted = 0
+        for word in [*WORDS, "nothing-here", "w1-w2"]:
+            gin = conn.execute(DF_SQL, (tsquery([word]),) * 3).fetchone()
+            assert conn.execute(DF_POSTINGS_SQL, (word, word)).fetchone() == gin, word
+            counted += gin[1] > gin[0]  # a word some memories hold in their context only
+    assert counted > 10
+    store.close()

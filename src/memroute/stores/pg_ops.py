@@ -50,6 +50,7 @@ from memroute.stores.pg_sql import (
     ANALYZE_SQL,
     COLUMNS,
     DELETE_SQL,
+    DF_POSTINGS_SQL,
     DF_SQL,
     DROP_INDEXES_SQL,
     EXACT_ROWS,
@@ -70,6 +71,7 @@ from memroute.stores.pg_sql import (
     RECORDS_PAGE_SQL,
     SEARCH_INDEXES,
     SIZE_SQL,
+    SKIP_SCAN_VERSION,
     STATS_SQL,
     UPSERT_ROWS,
     UPSERT_SQL,
@@ -165,6 +167,7 @@ class PgOperations:
         self._written_since_analyze = 0
         self._pending = 0  # rows this process wrote as pending since it last counted them
         self._unmerged = 0  # rows this process wrote or deleted since it last folded them into the BM25 blocks
+        self._df_from_postings = False  # document frequencies counted from the postings (PostgreSQL 18+)
 
     # ---------------------------------------------------------------------------------- migrations
     def op_is_current(self) -> Op[bool]:
@@ -217,6 +220,8 @@ class PgOperations:
 
     # ----------------------------------------------------------------------------------- the model
     def op_read_model(self) -> Op[None]:
+        version = int((yield Sql("SELECT current_setting('server_version_num')::int"))[0][0])
+        self._df_from_postings = version >= SKIP_SCAN_VERSION
         meta = dict((yield Sql(META_SQL)))
         if "model_id" in meta:
             self._model = (meta["model_id"], int(meta["dimension"]))
@@ -428,9 +433,11 @@ class PgOperations:
         collection = self._cache.collection() or self._cache.set_collection((yield Sql(STATS_SQL))[0])
         missing = self._cache.missing_df(terms)
         if missing:
-            # one statement per term, each walking the GIN index, pipelined in one round trip (a single
-            # statement over unnest(terms) made the planner scan the table once per term)
-            found = yield Pipe(DF_SQL, [(tsquery([t]),) * 3 for t in missing])
+            # one statement per term, each walking the postings' index (PostgreSQL 18+) or the GIN index,
+            # pipelined in one round trip (a single statement over unnest(terms) made the planner scan the
+            # table once per term)
+            found = yield (Pipe(DF_POSTINGS_SQL, [(t, t) for t in missing]) if self._df_from_postings
+                           else Pipe(DF_SQL, [(tsquery([t]),) * 3 for t in missing]))
             for term, row in zip(missing, found, strict=True):
                 own, any_field = row or (0, 0)
                 self._cache.set_df(term, own, any_field)

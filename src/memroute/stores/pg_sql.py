@@ -140,6 +140,16 @@ ANALYZE_SQL = "ANALYZE memroute_memories, memroute_lexical"
 STATS_SQL = "SELECT count(*), coalesce(sum(len_own), 0), coalesce(sum(len_ctx), 0) FROM memroute_lexical"
 DF_SQL = ("SELECT count(*) FILTER (WHERE tsv_own @@ %s::tsquery), count(*) FROM memroute_lexical "
           "WHERE tsv_own @@ %s::tsquery OR tsv_ctx @@ %s::tsquery")
+DF_POSTINGS_SQL = (
+    "SELECT o.n, o.n + (SELECT count(*) FROM memroute_postings c WHERE c.field = 1 AND c.term = %s AND NOT EXISTS "
+    "(SELECT FROM memroute_postings p WHERE p.owner = c.owner AND p.field = 0 AND p.term = c.term AND "
+    "p.row_id = c.row_id)) FROM (SELECT count(*) AS n FROM memroute_postings WHERE field = 0 AND term = %s) o")
+"""The same two document frequencies as :data:`DF_SQL` (memories holding the term in their own tokens; in
+either field: those plus the ones holding it in their context only), counted from the postings' index
+entries: one posting per (memory, field, term) since migration 5. From PostgreSQL 18 its skip scan reads
+the index of (owner, field, term, ...) for a term over every owner: 4.5 / 15.3 ms against the GIN count's
+82 / 120 ms for terms of 26,492 / 81,455 memories at 1M (docs/benchmarks.md); before 18 the GIN count."""
+SKIP_SCAN_VERSION = 180_000
 OWNER_ROWS_SQL = "SELECT count(*) FROM (SELECT 1 FROM memroute_memories WHERE owner = %s LIMIT %s) s"
 SIZE_SQL = ("SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(ARRAY['memroute_memories', "
             "'memroute_lexical', 'memroute_messages', 'memroute_state', 'memroute_meta']) t")
