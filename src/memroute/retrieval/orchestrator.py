@@ -31,7 +31,7 @@ from memroute.retrieval import changes, constraints, decide, judge
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
-from memroute.retrieval.fusion import minmax, ranked, rrf, weighted_minmax
+from memroute.retrieval.fusion import KEYWORD_KINDS, covered, minmax, ranked, rrf, scaled, weighted, weighted_minmax
 from memroute.retrieval.llm_steps import LlmJudgement, expand_with_llm, rerank_with_llm
 from memroute.retrieval.options import Fusion, RecallOptions, Strategy
 from memroute.retrieval.rerank import (
@@ -161,6 +161,15 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     items = {m.id: m for m in (yield Call("get", (wanted, owner)))} if wanted else {}
     pool = [(i, s) for i, s in pool if i in items]
     asked = [i for i in asked if i in items]
+    if Fusion(opts.fusion) == Fusion.MINMAX and len(fused) < opts.max_candidates:
+        # the searches ran out of matches (a small store): a keyword list's best hit is the best of a few, and
+        # min-max would make a one-word match 1.0; scale each list by how much of its query that hit holds
+        scales = {s.name: covered(queries[s.query].text, items[s.hits[0].id].full_text)
+                  for s in lists if s.kind in KEYWORD_KINDS and s.hits[0].id in items}
+        if any(v < 1.0 for v in scales.values()):
+            per_list = {n: scaled(d, scales.get(n, 1.0)) for n, d in per_list.items()}
+            fused = weighted(per_list, {s.name: s.weight for s in lists})
+            pool = ranked({i: fused[i] for i, _ in pool})
     vectors = (yield Call("get_vectors", ([i for i, _ in pool] + asked, owner))) if pool or asked else {}
     duplicates = near_duplicates([i for i, _ in pool], vectors, opts.dedupe_threshold,
                                  {i: items[i].full_text for i, _ in pool}) \
