@@ -1,8 +1,8 @@
 """``recall()``: one call per turn that finds the memories that matter and explains how (SPEC section 4).
 
     analyse + expand -> select strategy -> search (+ constraints for a request) -> fuse -> dedupe + decay
-    -> rerank -> judge (:mod:`memroute.retrieval.judge`) -> newer facts first (:mod:`memroute.retrieval.changes`)
-    -> trace
+    -> rerank -> judge (:mod:`memroute.retrieval.judge`), whose probability orders the memories returned
+    -> newer facts first (:mod:`memroute.retrieval.changes`) -> trace
 
 Every stage is timed into the trace; the Prometheus metrics of seed 003 are updated on the way out.
 The pipeline is written once, as :func:`recall_steps`, a generator of store calls (:mod:`memroute.stores.calls`):
@@ -234,6 +234,10 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             feats[:, FEATURES.index("bm25")], [rank_of[j] for j in range(len(candidates))],
             [j in found_for_need for j in range(len(candidates))], analysis.query_type.value,
             [(index[old], index[new]) for old, new in early.items()]))
+    if judged is not None and judgement is None:
+        # the judge reads this encoder's own scale (fitted per encoder), the reranker use-m3's on LoCoMo: the
+        # memories returned are ordered by the judge's probability (the same memories, so recall@limit holds)
+        order = sorted(order[: opts.limit], key=lambda j: -float(judged[j])) + order[opts.limit:]
     best = max((float(judged[j]) for j in order[: opts.limit]), default=0.0) if judged is not None else 0.0
     chosen = []
     for rank, j in enumerate(order[: opts.limit]):
