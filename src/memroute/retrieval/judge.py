@@ -55,8 +55,8 @@ last word on the candidates it saw (:mod:`memroute.retrieval.llm_steps`). Withou
 probability also orders the memories a recall returns (the first ``limit`` of the reranker's order, so the
 same memories): the reranker was fitted on LoCoMo with use-m3's cosine and reads another encoder's
 cosine on the wrong scale, where the judge is fitted per encoder and on small personal stores too (on the
-everyday train split, store held out, the first memory answers 68 -> 79 of 102 with use-m3+e5-small,
-72 -> 72 with use-m3). The everyday set's dev split
+everyday train split, each store's judge refitted without it, before newer facts are moved first: the first
+memory answers 63 -> 76 of 102 questions with use-m3+e5-small, 67 -> 68 with use-m3). The everyday set's dev split
 is never read by the fit: ``memroute eval everyday --split dev`` reports it.
 """
 
