@@ -11,15 +11,27 @@ arbitrary lowest score, and in a short list plain min-max sent a good second hit
 were the same either way, 0.709 against 0.711 recall@5 leave-one-out).
 On LoCoMo it beat equal-weight RRF (recall@5 0.67 against 0.62 over the same lists), because BM25 over a
 memory and its neighbouring turns is much stronger than the vector list there and RRF cannot say so.
+
+Min-max against the list's best assumes the best is a good match: in a keyword list over thousands of
+memories it is. When the searches run out of matches (fewer memories found than the reranker takes: a
+small personal store), a keyword list's best hit is the best of a few, often a memory that shares one word
+of the question ("gets" for "How do I get to work?"), and min-max makes it 1.0 against a vector hit that
+answers. The recall then scales each keyword list by :func:`covered`: the share of its query's content
+tokens (normalised as BM25 indexes them) that its best hit holds, so that a list's best counts fully only
+when it holds the whole query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+from memroute.text import tokenize
+from memroute.text.tokenizers import index_terms
 from memroute.types import ScoredId
 
 RRF_K = 60
+KEYWORD_KINDS = ("bm25", "time_bm25")
+"""The search lists scored by BM25 (:mod:`memroute.retrieval.search`)."""
 
 
 def rrf(lists: Iterable[Sequence[ScoredId]], k: int = RRF_K,
@@ -50,6 +62,28 @@ def weighted_minmax(lists: Iterable[Sequence[ScoredId]], weights: Sequence[float
         for mid, s in minmax(hits).items():
             fused[mid] = fused.get(mid, 0.0) + float(w) * s
     return fused
+
+
+def weighted(per_list: Mapping[str, Mapping[str, float]], weights: Mapping[str, float]) -> dict[str, float]:
+    """The sum of ``weights[name] * score`` over already scaled lists (``per_list``: list name -> id -> score)."""
+    fused: dict[str, float] = {}
+    for name, scores in per_list.items():
+        for mid, s in scores.items():
+            fused[mid] = fused.get(mid, 0.0) + float(weights[name]) * s
+    return fused
+
+
+def scaled(scores: Mapping[str, float], factor: float) -> dict[str, float]:
+    return {mid: s * factor for mid, s in scores.items()}
+
+
+def covered(query: str, text: str) -> float:
+    """The share of ``query``'s content tokens that ``text`` holds, both normalised as BM25 indexes them
+    (English stems, Japanese and Korean dictionary forms); 1.0 for a query without content tokens."""
+    terms = set(tokenize(query))
+    if not terms:
+        return 1.0
+    return len(terms & set(index_terms(tokenize(text)))) / len(terms)
 
 
 def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:

@@ -51,7 +51,12 @@ models ship in ``judge_weights.json`` with what they were fitted on; an encoder 
 uses the ``any`` model, fitted on the same data without the raw cosine (only the store-relative
 features). Without the reranker (``RecallOptions(rerank=False)``) the fixed rules of
 :mod:`memroute.retrieval.decide` apply; with an LLM configured, seed 001's LLM judge still has the
-last word on the candidates it saw (:mod:`memroute.retrieval.llm_steps`). The everyday set's dev split
+last word on the candidates it saw (:mod:`memroute.retrieval.llm_steps`). Without an LLM, the judge's
+probability also orders the memories a recall returns (the first ``limit`` of the reranker's order, so the
+same memories): the reranker was fitted on LoCoMo with use-m3's cosine and reads another encoder's
+cosine on the wrong scale, where the judge is fitted per encoder and on small personal stores too (on the
+everyday train split, each store's judge refitted without it, before newer facts are moved first: the first
+memory answers 63 -> 76 of 102 questions with use-m3+e5-small, 67 -> 68 with use-m3). The everyday set's dev split
 is never read by the fit: ``memroute eval everyday --split dev`` reports it.
 """
 

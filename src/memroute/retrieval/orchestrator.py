@@ -1,8 +1,8 @@
 """``recall()``: one call per turn that finds the memories that matter and explains how (SPEC section 4).
 
     analyse + expand -> select strategy -> search (+ constraints for a request) -> fuse -> dedupe + decay
-    -> rerank -> judge (:mod:`memroute.retrieval.judge`) -> newer facts first (:mod:`memroute.retrieval.changes`)
-    -> trace
+    -> rerank -> judge (:mod:`memroute.retrieval.judge`), whose probability orders the memories returned
+    -> newer facts first (:mod:`memroute.retrieval.changes`) -> trace
 
 Every stage is timed into the trace; the Prometheus metrics of seed 003 are updated on the way out.
 The pipeline is written once, as :func:`recall_steps`, a generator of store calls (:mod:`memroute.stores.calls`):
@@ -31,7 +31,7 @@ from memroute.retrieval import changes, constraints, decide, judge
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
-from memroute.retrieval.fusion import minmax, ranked, rrf, weighted_minmax
+from memroute.retrieval.fusion import KEYWORD_KINDS, covered, minmax, ranked, rrf, scaled, weighted, weighted_minmax
 from memroute.retrieval.llm_steps import LlmJudgement, expand_with_llm, rerank_with_llm
 from memroute.retrieval.options import Fusion, RecallOptions, Strategy
 from memroute.retrieval.rerank import (
@@ -161,6 +161,15 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     items = {m.id: m for m in (yield Call("get", (wanted, owner)))} if wanted else {}
     pool = [(i, s) for i, s in pool if i in items]
     asked = [i for i in asked if i in items]
+    if Fusion(opts.fusion) == Fusion.MINMAX and len(fused) < opts.max_candidates:
+        # the searches ran out of matches (a small store): a keyword list's best hit is the best of a few, and
+        # min-max would make a one-word match 1.0; scale each list by how much of its query that hit holds
+        scales = {s.name: covered(queries[s.query].text, items[s.hits[0].id].full_text)
+                  for s in lists if s.kind in KEYWORD_KINDS and s.hits[0].id in items}
+        if any(v < 1.0 for v in scales.values()):
+            per_list = {n: scaled(d, scales.get(n, 1.0)) for n, d in per_list.items()}
+            fused = weighted(per_list, {s.name: s.weight for s in lists})
+            pool = ranked({i: fused[i] for i, _ in pool})
     vectors = (yield Call("get_vectors", ([i for i, _ in pool] + asked, owner))) if pool or asked else {}
     duplicates = near_duplicates([i for i, _ in pool], vectors, opts.dedupe_threshold,
                                  {i: items[i].full_text for i, _ in pool}) \
@@ -225,6 +234,10 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             feats[:, FEATURES.index("bm25")], [rank_of[j] for j in range(len(candidates))],
             [j in found_for_need for j in range(len(candidates))], analysis.query_type.value,
             [(index[old], index[new]) for old, new in early.items()]))
+    if judged is not None and judgement is None:
+        # the judge reads this encoder's own scale (fitted per encoder), the reranker use-m3's on LoCoMo: the
+        # memories returned are ordered by the judge's probability (the same memories, so recall@limit holds)
+        order = sorted(order[: opts.limit], key=lambda j: -float(judged[j])) + order[opts.limit:]
     best = max((float(judged[j]) for j in order[: opts.limit]), default=0.0) if judged is not None else 0.0
     chosen = []
     for rank, j in enumerate(order[: opts.limit]):

@@ -31,7 +31,9 @@ class CandidateTrace:
     final: float | None = None
     """The local score blended with the LLM's judgement, when the LLM rerank saw this candidate."""
     final_rank: int | None = None
-    """Its position in the final order (0: first)."""
+    """Its position in the order the judge read (0: first): the reranker's, with the constraints a request
+    found promoted; ``Recall.memories`` then orders the first ``limit`` by the judge's probability and moves
+    newer facts above the ones they supersede."""
     judge: float | None = None
     """The calibrated judge's probability that it answers the message (:mod:`memroute.retrieval.judge`)."""
 
