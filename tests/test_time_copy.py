@@ -84,7 +84,19 @@ class Uses:
         monkeypatch.setattr(TimeCopy, "search", counted)
 
 
+def occurred(db: Path) -> dict[str, datetime | None]:
+    """Every memory's time as the table holds it."""
+    store = reference(db)
+    try:
+        return {r.memory.id: r.memory.occurred_at for r in store.iter_records()}
+    finally:
+        store.close()
+
+
 def check_ranges(store: SQLiteStore, db: Path, queries: int = 30) -> None:
+    """Vector and BM25 searches inside time ranges against the table-only index; BM25 also against its search
+    without the range, filtered by the table's times."""
+    times = occurred(db)
     ref = reference(db)
     rng = np.random.default_rng(5)
     try:
@@ -92,11 +104,28 @@ def check_ranges(store: SQLiteStore, db: Path, queries: int = 30) -> None:
             q = CENTRES[i % len(CENTRES)] + 0.03 * rng.standard_normal(DIM).astype(np.float32)
             q /= np.linalg.norm(q)
             first = T0 + timedelta(hours=int(rng.integers(0, 2000)))
-            flt = SearchFilter(owner="o" if i % 5 else "p", start=first,
-                               end=first + timedelta(hours=int(rng.integers(400, 1200))),
+            start, end = first, first + timedelta(hours=int(rng.integers(400, 1200)))
+            if i % 6 == 5:  # most rows: the whole-column path (exact=True: not the graph's first pass)
+                start, end = None, T0 + timedelta(hours=2900)
+            elif i % 6 == 4:  # a day: scored one by one
+                end = first + timedelta(hours=24)
+            flt = SearchFilter(owner="o" if i % 5 else "p", start=start, end=end,
                                session_id="s1" if i % 7 == 3 else None)
+            words = [f"w{j}" for j in rng.integers(0, 97, 3)]
+            if i % 6 == 3:  # the range's ends are the times of two memories, whose words are searched
+                ends = sorted(rng.choice([k for k, t in times.items() if t is not None], 2, replace=False),
+                              key=lambda k: times[k])  # type: ignore[arg-type,return-value]
+                start, end = times[ends[0]], times[ends[1]]
+                words = [f"w{int(k[1:]) % 97}" for k in ends]
+                flt = dataclasses.replace(flt, start=start, end=end)
             for limit in (1, 10, 40):
-                same(store.search_vector(q, flt, limit), ref.search_vector(q, flt, limit))
+                # exact=True where the range may hold most rows (else the graph is the first pass)
+                same(store.search_vector(q, flt, limit, exact=i % 6 in (3, 5)), ref.search_vector(q, flt, limit))
+                got = store.search_bm25(words, flt, limit)
+                same(got, ref.search_bm25(words, flt, limit))
+                every = ref.search_bm25(words, dataclasses.replace(flt, start=None, end=None), 10 * ROWS)
+                same(got, [h for h in every if (t := times[h.id]) is not None and (start is None or t >= start)
+                           and (end is None or t <= end)][:limit])
     finally:
         ref.close()
 
@@ -112,7 +141,7 @@ def test_time_ranges_answer_as_the_exact_scan(tmp_path: Path, monkeypatch: pytes
     assert copy is not None and copy.rows == ROWS
     assert len(copy.order) == sum(1 for i in range(ROWS) if i % 20 != 7)
     check_ranges(store, db)
-    assert uses.n >= 30
+    assert uses.n >= 30  # of 90 searches
     # rows changed after the files: new, deleted, put again with another time (a slot's time never changes)
     store.upsert(timed_records(ROWS, 300, 2))
     store.delete([f"m{i}" for i in range(0, 600, 3)], "o")
@@ -121,7 +150,7 @@ def test_time_ranges_answer_as_the_exact_scan(tmp_path: Path, monkeypatch: pytes
                   for r in moved])
     uses.n = 0
     check_ranges(store, db)
-    assert uses.n >= 30
+    assert uses.n >= 30  # of 90 searches
     store.close()
 
 
