@@ -71,6 +71,47 @@ class RowMeta:
                    NEVER if m.expires_at is None else to_micros(m.expires_at), m.archived)
 
 
+class _Impacts:
+    """The BM25 contributions of the terms with the longest posting lists, kept between searches until the index
+    changes (as the length norms are): at 1M rows a query of 20 tokens has common words of 100k-200k postings each,
+    and computing their scores from the frequencies and the rows' norms again at every search was most of its time.
+    The values are those computed then (the same float32 numbers). At most ``MAX_POSTINGS`` are kept (least
+    recently used go first): 48 MB of slots and scores."""
+
+    MIN_POSTINGS = 4096
+    MAX_POSTINGS = 4_000_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at = -1
+        self._held = 0
+        self._terms: dict[tuple[str, float, float], tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]] = {}
+
+    def get(self, term: str, w_own: float, w_ctx: float,
+            changes: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]] | None:
+        with self._lock:
+            if changes != self._at:
+                return None
+            kept = self._terms.pop((term, w_own, w_ctx), None)
+            if kept is not None:
+                self._terms[(term, w_own, w_ctx)] = kept  # the most recently used, last
+            return kept
+
+    def put(self, term: str, w_own: float, w_ctx: float, changes: int, slots: npt.NDArray[np.int32],
+            impact: npt.NDArray[np.float32]) -> None:
+        if not self.MIN_POSTINGS <= len(slots) <= self.MAX_POSTINGS:
+            return
+        with self._lock:
+            if changes != self._at:
+                self._terms.clear()
+                self._at, self._held = changes, 0
+            while self._terms and self._held + len(slots) > self.MAX_POSTINGS:
+                oldest = next(iter(self._terms))
+                self._held -= len(self._terms.pop(oldest)[0])
+            self._terms[(term, w_own, w_ctx)] = (slots, impact)
+            self._held += len(slots)
+
+
 class _Ids:
     """Memory ids by slot: a UTF-8 blob with offsets for the rows read from the index files, a list after."""
 
@@ -171,6 +212,7 @@ class MemoryIndex:
         self._last_bm25: tuple[tuple[frozenset[str], float, float, int], npt.NDArray[np.int32],
                                npt.NDArray[np.float64]] | None = None
         """The last BM25 search's rows and scores before the filter, by its terms, weights and ``_changes``."""
+        self._impacts = _Impacts()
         self._row_scores = np.zeros(0, dtype=np.float64)
         """BM25 row scores, all zero between searches (kept: allocating 8 MB at 1M rows and touching it scattered
         cost a page fault per 4 kB page), used by one search at a time (:attr:`_scores_lock`)."""
@@ -496,16 +538,22 @@ class MemoryIndex:
                 p = self._postings.get(term)
                 if p is None:
                     continue
-                slots = p[0]
-                tf = w_own * p[1] + w_ctx * p[2]
-                if not every_posting:
-                    use = self._alive[slots] & (tf > 0)
-                    slots, tf = slots[use], tf[use]
-                if len(slots) == 0:
-                    continue
+                kept = self._impacts.get(term, w_own, w_ctx, self._changes)
+                if kept is not None:
+                    slots, impact = kept
+                else:
+                    slots = p[0]
+                    tf = w_own * p[1] + w_ctx * p[2]
+                    if not every_posting:
+                        use = self._alive[slots] & (tf > 0)
+                        slots, tf = slots[use], tf[use]
+                    if len(slots) == 0:
+                        continue
+                    impact = bm25.normed_term_score(bm25.idf(docs, len(slots)), tf, norms[slots])
+                    self._impacts.put(term, w_own, w_ctx, self._changes, slots, impact)
                 touched.append(slots)
                 # a term's slots are distinct: each row's score gets one addition per term
-                acc[slots] += bm25.normed_term_score(bm25.idf(docs, len(slots)), tf, norms[slots])
+                acc[slots] += impact
             if not touched:
                 return None
             cand = np.concatenate(touched)  # a row of several terms comes several times, with one score
