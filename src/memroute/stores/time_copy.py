@@ -38,7 +38,7 @@ ROW_COST = 8
 """A row read with ``pread`` and scored exactly costs about eight rows of the copy read in a slice and scored
 approximately (~2 µs against ~0.25 µs, 512-d): the copy is used when the slice's rows / 8 plus the first rescoring
 cost fewer row reads than the rows the filter leaves."""
-_BLOCK = 4096
+_BLOCK = 1024
 _CHUNK = 65_536
 _STEPS = 255
 
@@ -74,13 +74,14 @@ class TimeCopy:
         weights = (query * self.step).astype(np.float32)
         offset = np.float32(float(query.astype(np.float64) @ self.lo.astype(np.float64)))
         out = np.empty(b - a, dtype=np.float32)
-        buf = np.empty((_BLOCK, len(query)), dtype=np.float32)
-        for first in range(a, b, _CHUNK):
-            chunk = self.codes.read(first, min(b, first + _CHUNK))
-            for i in range(0, len(chunk), _BLOCK):
-                part = chunk[i : i + _BLOCK]
-                np.copyto(buf[: len(part)], part, casting="unsafe")
-                out[first - a + i : first - a + i + len(part)] = buf[: len(part)] @ weights
+        # small blocks read into the same two buffers: they stay in the cache, and no page is mapped per search
+        codes = np.empty((_BLOCK, len(query)), dtype=np.uint8)
+        rows = np.empty((_BLOCK, len(query)), dtype=np.float32)
+        for first in range(a, b, _BLOCK):
+            n = min(b, first + _BLOCK) - first
+            self.codes.read_into(codes[:n], first)
+            np.copyto(rows[:n], codes[:n], casting="unsafe")
+            out[first - a : first - a + n] = rows[:n] @ weights
         out += offset
         return out
 

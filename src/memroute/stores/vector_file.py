@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +41,7 @@ class VectorFile:
         if not 0 <= start <= stop <= self.rows:
             raise IndexError(f"rows {start}:{stop} are not in a file of {self.rows} rows")
         out = np.empty((stop - start, self.dimension), dtype=self.dtype)
-        self._read_into(out, start)
+        self.read_into(out, start)
         return out
 
     def take(self, slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
@@ -63,7 +64,7 @@ class VectorFile:
             view, size, fd, pread = rows.data.cast("B"), self.dimension * self.dtype.itemsize, self._fd, os.preadv
             for a, b, first in zip(starts.tolist(), stops.tolist(), ordered[starts].tolist(), strict=True):
                 if pread(fd, [view[a * size : b * size]], first * size) != (b - a) * size:
-                    self._read_into(rows[a:b], first)  # a short read: read again in full, or raise
+                    self.read_into(rows[a:b], first)  # a short read: read again in full, or raise
         else:
             for first in range(int(ordered[0]), int(ordered[-1]) + 1, _CHUNK_ROWS):
                 a, b = np.searchsorted(ordered, [first, first + _CHUNK_ROWS])
@@ -74,7 +75,10 @@ class VectorFile:
             out[order] = rows
         return out
 
-    def _read_into(self, rows: npt.NDArray[np.float32], start: int) -> None:
+    def read_into(self, rows: npt.NDArray[Any], start: int) -> None:
+        """Rows ``[start, start + len(rows))`` into ``rows`` (C-contiguous, of ``dtype``)."""
+        if not 0 <= start <= start + len(rows) <= self.rows:
+            raise IndexError(f"rows {start}:{start + len(rows)} are not in a file of {self.rows} rows")
         view, offset = rows.data.cast("B"), start * self.dimension * self.dtype.itemsize  # rows: C-contiguous
         while view.nbytes:  # one call reads at most ~2 GB
             got = os.preadv(self._fd, [view], offset)
