@@ -10,11 +10,20 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from memroute.stores import bm25
+from memroute.stores import bm25, memory_index
 from memroute.stores.memory_index import MemoryIndex, RowMeta
 from memroute.types import MemoryItem, SearchFilter
 
 WEIGHTS = (1.0, 0.5)
+
+
+@pytest.fixture(autouse=True, params=["computed", "kept"])
+def impacts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test twice: as the production thresholds have it here (no posting list long enough to keep its
+    scores), and with every term's scores kept between searches, few enough that older ones are evicted."""
+    if request.param == "kept":
+        monkeypatch.setattr(memory_index._Impacts, "MIN_POSTINGS", 1)
+        monkeypatch.setattr(memory_index._Impacts, "MAX_POSTINGS", 3000)
 
 
 def corpus(n: int, seed: int) -> list[tuple[str, str, list[str], list[str]]]:

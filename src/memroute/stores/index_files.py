@@ -7,7 +7,11 @@
   copy-on-write on open: pages are read when a search touches them and the file never changes under a reader;
 - ``g<N>-rows.npz``: the filter columns, row ids, field lengths, memory ids (UTF-8 blob and offsets) and the
   BM25 postings as one CSR table; ``g<N>-terms.json``: the terms and the owner/session codes;
-- ``g<N>-graph.usearch`` (from ``GRAPH_MIN_ROWS`` rows on): the approximate graph (:mod:`memroute.stores.ann`).
+- ``g<N>-graph.usearch`` (from ``GRAPH_MIN_ROWS`` rows on): the approximate graph (:mod:`memroute.stores.ann`);
+- ``g<N>-bytime.u8``: an 8-bit copy of the vectors of the rows that have a time, in time order, so that a vector
+  search inside a time range reads one slice (:mod:`memroute.stores.time_copy`); its order and grid are in
+  ``g<N>-rows.npz``. Files written before it existed are used without it and written again with it in the
+  background.
 
 The manifest records what the files were made from: the change-log position (``seq``) they include, the
 store's ``index_id`` (a random id kept in the database's ``meta`` table), the embedding model and dimension,
@@ -41,8 +45,10 @@ from typing import Any, cast
 import numpy as np
 from tqdm import tqdm
 
+from memroute.stores import time_copy
 from memroute.stores.ann import AnnGraph
-from memroute.stores.memory_index import MemoryIndex, Snapshot
+from memroute.stores.memory_index import NO_TIME, MemoryIndex, Snapshot
+from memroute.stores.time_copy import TimeCopy
 from memroute.stores.vector_file import VectorFile
 
 FORMAT = 2
@@ -124,8 +130,16 @@ def _load(root: Path, manifest: dict[str, Any], index_id: str, model: tuple[str,
         if any(len(v) != rows for v in meta.values()) or len(arrays["id_off"]) != rows + 1:
             raise StaleIndex("its row columns do not have the manifest's row count")
         postings = (list(words["terms"]), arrays["p_off"], arrays["p_slots"], arrays["p_own"], arrays["p_ctx"])
+        by_time = None
+        if manifest.get("bytime"):
+            order = arrays["t_order"].astype(np.int64)
+            if len(order) != int(manifest["bytime_rows"]) or (len(order) and int(order.max()) >= rows):
+                raise StaleIndex("its time-ordered copy does not match its rows")
+            by_time = TimeCopy(rows, VectorFile(root / manifest["bytime"], dim, len(order), np.uint8), order,
+                               meta["_occurred"][order], arrays["t_lo"], arrays["t_step"])
         index = MemoryIndex.from_parts(dim, matrix, meta, list(words["codes"]),
-                                       (arrays["id_blob"], arrays["id_off"]), postings, capacity - rows, vector_file)
+                                       (arrays["id_blob"], arrays["id_off"]), postings, capacity - rows, vector_file,
+                                       by_time)
     except (KeyError, ValueError, OSError, EOFError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
@@ -318,9 +332,19 @@ def _write_data(root: Path, gen: int, snap: Snapshot, written: list[Path], stop:
         fh.truncate(capacity * dim * 4)  # the room for new rows is a hole: no disk used
         fh.flush()
         os.fsync(fh.fileno())
+    occurred = snap.meta["_occurred"]
+    timed = np.flatnonzero(snap.meta["_alive"] & (occurred != NO_TIME))
+    order = timed[np.argsort(occurred[timed], kind="stable")]
+    by_time = root / f"g{gen}-bytime.u8"
+    written.append(by_time)
+    try:
+        lo, step = time_copy.write(by_time, order, snap.vectors, rows, dim, stop)
+    except InterruptedError as exc:
+        raise Stopped from exc
     arrays = {f"m__{k}": v for k, v in snap.meta.items()}
     arrays.update(id_blob=np.frombuffer(blob, dtype=np.uint8), id_off=id_off, p_off=p_off, p_slots=p_slots,
-                  p_own=p_own, p_ctx=p_ctx)
+                  p_own=p_own, p_ctx=p_ctx, t_order=order.astype(np.int32 if rows < 2**31 else np.int64),
+                  t_lo=lo, t_step=step)
     columns = root / f"g{gen}-rows.npz"
     written.append(columns)
     with open(columns, "wb") as fh:
@@ -335,7 +359,8 @@ def _write_data(root: Path, gen: int, snap: Snapshot, written: list[Path], stop:
         os.fsync(fh.fileno())
     if stop.is_set():
         raise Stopped
-    return {"rows": rows, "capacity": capacity, "files": {p.name: p.stat().st_size for p in written}}
+    return {"rows": rows, "capacity": capacity, "bytime": by_time.name, "bytime_rows": len(order),
+            "files": {p.name: p.stat().st_size for p in written}}
 
 
 def _write_graph(path: Path, snap: Snapshot, stop: threading.Event) -> int:

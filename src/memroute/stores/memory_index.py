@@ -29,9 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.runtime import limit_openmp_here, limit_threads
-from memroute.stores import ann, bm25, quantized
+from memroute.stores import ann, bm25, quantized, time_copy
 from memroute.stores.ann import AnnGraph
 from memroute.stores.postings import Csr, Postings
+from memroute.stores.time_copy import TimeCopy
 from memroute.stores.vector_file import VectorFile
 from memroute.text.tokenizers import index_terms
 from memroute.times import to_micros
@@ -68,6 +69,47 @@ class RowMeta:
         return cls(m.id, m.owner, m.session_id, m.kind, int(m.sensitivity),
                    NO_TIME if m.occurred_at is None else to_micros(m.occurred_at),
                    NEVER if m.expires_at is None else to_micros(m.expires_at), m.archived)
+
+
+class _Impacts:
+    """The BM25 contributions of the terms with the longest posting lists, kept between searches until the index
+    changes (as the length norms are): at 1M rows a query of 20 tokens has common words of 100k-200k postings each,
+    and computing their scores from the frequencies and the rows' norms again at every search was most of its time.
+    The values are those computed then (the same float32 numbers). At most ``MAX_POSTINGS`` are kept (least
+    recently used go first): 48 MB of slots and scores."""
+
+    MIN_POSTINGS = 4096
+    MAX_POSTINGS = 4_000_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at = -1
+        self._held = 0
+        self._terms: dict[tuple[str, float, float], tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]] = {}
+
+    def get(self, term: str, w_own: float, w_ctx: float,
+            changes: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]] | None:
+        with self._lock:
+            if changes != self._at:
+                return None
+            kept = self._terms.pop((term, w_own, w_ctx), None)
+            if kept is not None:
+                self._terms[(term, w_own, w_ctx)] = kept  # the most recently used, last
+            return kept
+
+    def put(self, term: str, w_own: float, w_ctx: float, changes: int, slots: npt.NDArray[np.int32],
+            impact: npt.NDArray[np.float32]) -> None:
+        if not self.MIN_POSTINGS <= len(slots) <= self.MAX_POSTINGS:
+            return
+        with self._lock:
+            if changes != self._at:
+                self._terms.clear()
+                self._at, self._held = changes, 0
+            while self._terms and self._held + len(slots) > self.MAX_POSTINGS:
+                oldest = next(iter(self._terms))
+                self._held -= len(self._terms.pop(oldest)[0])
+            self._terms[(term, w_own, w_ctx)] = (slots, impact)
+            self._held += len(slots)
 
 
 class _Ids:
@@ -170,25 +212,25 @@ class MemoryIndex:
         self._last_bm25: tuple[tuple[frozenset[str], float, float, int], npt.NDArray[np.int32],
                                npt.NDArray[np.float64]] | None = None
         """The last BM25 search's rows and scores before the filter, by its terms, weights and ``_changes``."""
-        self._row_scores = np.zeros(0, dtype=np.float64)
-        """BM25 row scores, all zero between searches (kept: allocating 8 MB at 1M rows and touching it scattered
-        cost a page fault per 4 kB page), used by one search at a time (:attr:`_scores_lock`)."""
-        self._scores_lock = threading.Lock()
+        self._impacts = _Impacts()
         self._quantized = quantized.QuantizedCopy(dimension)
         self._graph: AnnGraph | None = None
         self._file: VectorFile | None = None
+        self._time: TimeCopy | None = None
         self.ann_rows = 0
         """Slots below this are in the graph (by row id); the rest are scanned exactly."""
 
     @classmethod
     def from_parts(cls, dimension: int, matrix: npt.NDArray[np.float32], meta: dict[str, npt.NDArray[Any]],
                    codes: list[str], ids: tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]], postings: Csr,
-                   headroom: int, vector_file: VectorFile | None = None) -> MemoryIndex:
+                   headroom: int, vector_file: VectorFile | None = None,
+                   by_time: TimeCopy | None = None) -> MemoryIndex:
         """An index over ``n`` rows read from files: ``matrix`` has room for ``headroom`` more rows; its first
-        rows are those of ``vector_file``, if given, which searches read instead."""
+        rows are those of ``vector_file``, if given, which searches read instead; ``by_time``: their 8-bit copy in
+        time order (:mod:`memroute.stores.time_copy`)."""
         n = len(meta["_alive"])
         index = cls(dimension, capacity=1)
-        index._matrix, index._file = matrix, vector_file
+        index._matrix, index._file, index._time = matrix, vector_file, by_time
         for name in _META:
             arr = np.zeros(n + headroom, dtype=getattr(index, name).dtype)
             arr[:n] = meta[name]
@@ -226,6 +268,12 @@ class MemoryIndex:
     @property
     def graph(self) -> AnnGraph | None:
         return self._graph
+
+    @property
+    def time_copy(self) -> TimeCopy | None:
+        """The saved rows' 8-bit copy in time order, if the index was read from files that have one (dropped when
+        compaction renumbers the slots)."""
+        return self._time
 
     def attach_graph(self, graph: AnnGraph | None, rows: int) -> None:
         """Use ``graph`` (keys: row ids) for slots below ``rows``; ``None`` goes back to the exact scan."""
@@ -313,7 +361,7 @@ class MemoryIndex:
         for start in range(0, len(live), 65_536):  # a memory-mapped matrix is never written over
             part = live[start : start + 65_536]
             matrix[start : start + len(part)] = self._vectors(part)
-        self._matrix, self._file = matrix, None
+        self._matrix, self._file, self._time = matrix, None, None
         for name in _META:
             arr = getattr(self, name)
             arr[: len(live)] = arr[live]
@@ -337,8 +385,14 @@ class MemoryIndex:
         """The ``limit`` rows nearest ``query`` that pass ``flt``. Scores are always exact; the rows are the
         exact top ``limit`` if ``exact`` or if no graph is attached, else those of the graph's first pass
         (recall@10 against exact search: docs/benchmarks.md)."""
+        if limit <= 0:
+            return []
+        if self._time is not None and (flt.start is not None or flt.end is not None):
+            found = self._search_time_range(query, flt, limit)
+            if found is not None:
+                return found
         allowed = self._allowed(flt)
-        if allowed is None or limit <= 0:
+        if allowed is None:
             return []
         qualifying = int(np.count_nonzero(allowed))
         if qualifying == 0:
@@ -389,6 +443,36 @@ class MemoryIndex:
             scores = np.concatenate([scores, self._scores(tail, query)])
         return self._top(cand, scores, limit)
 
+    def _search_time_range(self, query: npt.NDArray[np.float32], flt: SearchFilter,
+                           limit: int) -> list[ScoredId] | None:
+        """Exact top ``limit`` inside a time range that holds at most half the rows, found from the time-ordered
+        copy (:mod:`memroute.stores.time_copy`): the filters are read for the range's rows only, not for every row
+        (~3.5 ms at 1M), and the range is scored through the copy (one contiguous read, the best rows rescored with
+        a proven bound) unless scoring the rows that pass one by one costs less (few of the range's rows pass the
+        other filters, or the range is small). ``None`` for a larger range (the whole-column path). Every row below
+        the copy's rows that passes a time range is in the copy (rows without a time or deleted when it was written
+        pass none, and a slot's time never changes); the rows put after it are filtered and scored exactly."""
+        copy = self._time
+        assert copy is not None
+        owner = self._codes.get("o:" + flt.owner)
+        if owner is None:
+            return []
+        a, b = copy.span(None if flt.start is None else to_micros(flt.start),
+                         None if flt.end is None else to_micros(flt.end))
+        if (b - a) * 2 > self._n:
+            return None
+        in_range = copy.order[a:b]
+        keep = self._mask(in_range, flt) & (self._owner[in_range] == owner)
+        after = slice(copy.rows, self._n)
+        tail = np.flatnonzero(self._mask(after, flt) & (self._owner[after] == owner)) + copy.rows
+        passing = int(np.count_nonzero(keep))
+        if (b - a) / time_copy.ROW_COST + max(time_copy.FIRST_K, 4 * limit) >= passing:
+            slots = np.sort(np.concatenate([in_range[keep], tail]))
+            return self._top(slots, self._scores(slots, query), limit)
+        slots, scores = copy.search(query, a, b, keep, limit, lambda s: self._scores(s, query),
+                                    (tail, self._scores(tail, query)))
+        return self._top(slots, scores, limit)
+
     def _search_quantized(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_],
                           limit: int) -> list[ScoredId]:
         """Exact top ``limit`` through the 8-bit first pass (see :mod:`memroute.stores.quantized`)."""
@@ -407,9 +491,10 @@ class MemoryIndex:
 
     def search_bm25(self, tokens: Sequence[str], flt: SearchFilter, limit: int,
                     weights: tuple[float, float] = (1.0, 0.0)) -> list[ScoredId]:
-        """Each term's postings are scored and added into a dense array of row scores (a row's terms in
-        the order :func:`np.bincount` summed them before: the same float64 sums), then only the best rows are
-        filtered (:meth:`_top_passing`). At 1M rows a query's terms have 55k postings at p50 and 210k at p95:
+        """Each term's postings are scored and summed per row by :func:`np.bincount` (a row's terms in term order,
+        in float64: the sums a dense array added into term by term gave, without its scattered read-add-write of
+        every posting: 460k postings at 1M, 16.4 -> 8.9 ms a search), then only the best rows are filtered
+        (:meth:`_top_passing`). At 1M rows a query's terms have 55k postings at p50 and 210k at p95:
         finding the distinct rows by sorting them (``np.unique``) and filtering every one of them was half of a
         search's time. The rows and scores of the last search are kept until the index changes: a recall with a
         time range searches its first query's terms again with the range as the filter."""
@@ -440,16 +525,16 @@ class MemoryIndex:
         docs = len(self)
         norms = self._length_norms(w_own, w_ctx, avgdl)
         every_posting = self._dead == 0 and w_own > 0 and w_ctx > 0  # no deleted row, no field left out
-        shared = self._scores_lock.acquire(blocking=False)  # another thread searching this index gets its own
-        if shared and len(self._row_scores) < self._n:
-            self._row_scores = np.zeros(self._n + self._n // 4 + 1024, dtype=np.float64)
-        acc = self._row_scores if shared else np.zeros(self._n, dtype=np.float64)
         touched: list[npt.NDArray[np.int32]] = []
-        try:
-            for term in set(tokens):
-                p = self._postings.get(term)
-                if p is None:
-                    continue
+        impacts: list[npt.NDArray[np.float32]] = []
+        for term in set(tokens):
+            p = self._postings.get(term)
+            if p is None:
+                continue
+            kept = self._impacts.get(term, w_own, w_ctx, self._changes)
+            if kept is not None:
+                slots, impact = kept
+            else:
                 slots = p[0]
                 tf = w_own * p[1] + w_ctx * p[2]
                 if not every_posting:
@@ -457,19 +542,16 @@ class MemoryIndex:
                     slots, tf = slots[use], tf[use]
                 if len(slots) == 0:
                     continue
-                touched.append(slots)
-                # a term's slots are distinct: each row's score gets one addition per term
-                acc[slots] += bm25.normed_term_score(bm25.idf(docs, len(slots)), tf, norms[slots])
-            if not touched:
-                return None
-            cand = np.concatenate(touched)  # a row of several terms comes several times, with one score
-            scores = acc[cand]
-        finally:
-            for slots in touched:
-                acc[slots] = 0.0
-            if shared:
-                self._scores_lock.release()
-        return cand, scores
+                impact = bm25.normed_term_score(bm25.idf(docs, len(slots)), tf, norms[slots])
+                self._impacts.put(term, w_own, w_ctx, self._changes, slots, impact)
+            touched.append(slots)
+            impacts.append(impact)
+        if not touched:
+            return None
+        cand = np.concatenate(touched)  # a row of several terms comes several times, with one score
+        # a term's slots are distinct: each row's score is its terms' scores added in term order, in float64
+        sums = np.bincount(cand, weights=np.concatenate(impacts).astype(np.float64), minlength=self._n)
+        return cand, np.asarray(sums[cand], dtype=np.float64)
 
     def _length_norms(self, w_own: float, w_ctx: float, avgdl: float) -> npt.NDArray[np.float32]:
         """:func:`bm25.length_norm` of every row for these field weights, computed again after a change (at 1M
@@ -487,7 +569,12 @@ class MemoryIndex:
         the answer (ties with the last one included: they score the same, so they are among them). Else ``m``
         grows to what the share that passed suggests, at least fourfold; if none passed, to every row (a filter
         that matches nothing costs one filtering of every row, as before). ``slots`` may repeat a row (with
-        the same score)."""
+        the same score). A time range is applied to every row first (one column read): it usually leaves a few
+        per cent of them, where the best rows' share that passes would grow the cut round after round (at 1M rows
+        ~22 ms for a recall's search inside a month, against ~1 ms)."""
+        if flt.start is not None or flt.end is not None:
+            inside = self._in_time(slots, flt)
+            slots, scores = slots[inside], scores[inside]
         m = 4 * limit
         while True:
             if m < len(slots):
@@ -556,11 +643,19 @@ class MemoryIndex:
             mask &= ~self._archived[slots]
         if not flt.include_expired and flt.now is not None:
             mask &= self._expires[slots] > to_micros(flt.now)
-        if flt.start is not None:  # NO_TIME is below every start: no date, no match
-            mask &= self._occurred[slots] >= to_micros(flt.start)
-        if flt.end is not None:
-            mask &= (self._occurred[slots] <= to_micros(flt.end)) & (self._occurred[slots] != NO_TIME)
+        if flt.start is not None or flt.end is not None:
+            mask &= self._in_time(slots, flt)
         return mask
+
+    def _in_time(self, slots: npt.NDArray[np.integer] | slice, flt: SearchFilter) -> npt.NDArray[np.bool_]:
+        """Which of ``slots`` occurred within ``flt``'s time range (a row without a time: none)."""
+        occurred = self._occurred[slots]
+        inside: npt.NDArray[np.bool_] = occurred != NO_TIME  # below every start too
+        if flt.start is not None:
+            inside &= occurred >= to_micros(flt.start)
+        if flt.end is not None:
+            inside &= occurred <= to_micros(flt.end)
+        return inside
 
 
 def _take(matrix: npt.NDArray[np.float32], file: VectorFile | None,

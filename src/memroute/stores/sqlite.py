@@ -476,7 +476,10 @@ class SQLiteStore:
         # the graph lags its rows (a writer was killed or stopped after publishing the data files)
         graph_due = len(index) >= index_files.GRAPH_MIN_ROWS and (
             index.graph is None or index.rows - index.ann_rows >= index_files.GRAPH_EXTEND_ROWS)
-        if (self._unsaved >= 0 and self._unsaved < due and not graph_due) or time.monotonic() < self._write_after:
+        # files written before the time-ordered copy existed, or an index compacted since (its slots renumbered)
+        time_due = index.time_copy is None
+        if (self._unsaved >= 0 and self._unsaved < due and not graph_due and not time_due) \
+                or time.monotonic() < self._write_after:
             return
         try:
             index_id = self._index_id(create=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -26,25 +27,27 @@ of the span, reading the span in chunks is cheaper."""
 
 
 class VectorFile:
-    """The first ``rows`` float32 rows of ``dimension`` components in ``path``, which nothing writes while open."""
+    """The first ``rows`` rows of ``dimension`` components in ``path`` (float32, or the ``dtype`` given), which nothing
+    writes while open."""
 
-    def __init__(self, path: Path, dimension: int, rows: int) -> None:
+    def __init__(self, path: Path, dimension: int, rows: int, dtype: type[np.generic] = np.float32) -> None:
         self.path, self.dimension, self.rows = path, dimension, rows
+        self.dtype = np.dtype(dtype)
         self._fd = os.open(path, os.O_RDONLY)
         self._closed = weakref.finalize(self, os.close, self._fd)  # the descriptor goes with the last user
 
     def read(self, start: int, stop: int) -> npt.NDArray[np.float32]:
-        """Rows ``[start, stop)``."""
+        """Rows ``[start, stop)`` (of ``dtype``)."""
         if not 0 <= start <= stop <= self.rows:
             raise IndexError(f"rows {start}:{stop} are not in a file of {self.rows} rows")
-        out = np.empty((stop - start, self.dimension), dtype=np.float32)
-        self._read_into(out, start)
+        out = np.empty((stop - start, self.dimension), dtype=self.dtype)
+        self.read_into(out, start)
         return out
 
     def take(self, slots: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
         """The rows ``slots`` (any order, repeats allowed), in that order."""
         slots = np.asarray(slots, dtype=np.int64)
-        out = np.empty((len(slots), self.dimension), dtype=np.float32)
+        out = np.empty((len(slots), self.dimension), dtype=self.dtype)
         if slots.size == 0:
             return out
         if int(slots.min()) < 0 or int(slots.max()) >= self.rows:
@@ -58,10 +61,10 @@ class VectorFile:
         if len(starts) * _ROW_READS_PER_CHUNK_ROW <= span:
             stops = np.append(starts[1:], len(ordered))
             # a tight loop (~2 µs a run): a time filter at 1M rows leaves tens of thousands of runs to read
-            view, size, fd, pread = rows.data.cast("B"), self.dimension * 4, self._fd, os.preadv
+            view, size, fd, pread = rows.data.cast("B"), self.dimension * self.dtype.itemsize, self._fd, os.preadv
             for a, b, first in zip(starts.tolist(), stops.tolist(), ordered[starts].tolist(), strict=True):
                 if pread(fd, [view[a * size : b * size]], first * size) != (b - a) * size:
-                    self._read_into(rows[a:b], first)  # a short read: read again in full, or raise
+                    self.read_into(rows[a:b], first)  # a short read: read again in full, or raise
         else:
             for first in range(int(ordered[0]), int(ordered[-1]) + 1, _CHUNK_ROWS):
                 a, b = np.searchsorted(ordered, [first, first + _CHUNK_ROWS])
@@ -72,8 +75,11 @@ class VectorFile:
             out[order] = rows
         return out
 
-    def _read_into(self, rows: npt.NDArray[np.float32], start: int) -> None:
-        view, offset = rows.data.cast("B"), start * self.dimension * 4  # rows: C-contiguous
+    def read_into(self, rows: npt.NDArray[Any], start: int) -> None:
+        """Rows ``[start, start + len(rows))`` into ``rows`` (C-contiguous, of ``dtype``)."""
+        if not 0 <= start <= start + len(rows) <= self.rows:
+            raise IndexError(f"rows {start}:{start + len(rows)} are not in a file of {self.rows} rows")
+        view, offset = rows.data.cast("B"), start * self.dimension * self.dtype.itemsize  # rows: C-contiguous
         while view.nbytes:  # one call reads at most ~2 GB
             got = os.preadv(self._fd, [view], offset)
             if got <= 0:

@@ -1,0 +1,146 @@
+"""An 8-bit copy of the saved vectors in time order, so that a vector search inside a time range reads one slice.
+
+Why: a recall with a time range ("last month", "Saturday") runs a second vector search restricted to the range.
+At 1M memories a month of two years leaves ~38,000 rows, scattered over the 2 GB vectors file: reading them one
+by one with ``pread`` took ~80 ms, the p95 of a recall (docs/benchmarks.md, "SQLite at scale"). Here the rows that
+have an ``occurred_at`` are kept sorted by it, each component quantised to 8 bits on a grid of its own range
+(512 bytes a row at 512-d), in ``g<N>-bytime.u8`` beside the vectors (:mod:`memroute.stores.index_files`). A range
+is then one contiguous read (38,000 rows: 19 MB), scored approximately, and the best rows are rescored exactly from
+the float32 vectors, with the bound of :mod:`memroute.stores.quantized` proving that no row left out could be in
+the exact top ``limit``:
+
+- component ``i`` is quantised to the nearest point of a grid of step ``s_i`` over ``[lo_i, hi_i]`` (the data's own
+  range), so it is off by at most ``s_i / 2`` and an approximate score is within ``B = Σ |q_i| s_i / 2`` (plus the
+  float32 rounding of both sums) of the exact one;
+- a row not rescored scores at most ``a_K + B`` (``a_K`` the lowest approximate score rescored); if that is below
+  the ``limit``-th best exact score, the exact top ``limit`` is among the rescored rows; else ``K`` grows fourfold.
+
+So the answers are those of the exact scan. The copy covers the rows of the files it was written with; rows put
+later are scored exactly (few), and rows deleted since are left out by the filter.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.stores.vector_file import VectorFile
+
+FIRST_K = 256
+"""Rows rescored exactly at first (at least 4 x limit); fourfold more while the bound does not hold."""
+ROW_COST = 8
+"""A row read with ``pread`` and scored exactly costs about eight rows of the copy read in a slice and scored
+approximately (~2 µs against ~0.25 µs, 512-d): the copy is used when the slice's rows / 8 plus the first rescoring
+cost fewer row reads than the rows the filter leaves."""
+_BLOCK = 1024
+_CHUNK = 65_536
+_STEPS = 255
+
+
+@dataclass(frozen=True, slots=True)
+class TimeCopy:
+    """The 8-bit rows of ``codes`` are the slots ``order`` (sorted by ``times``, their ``occurred_at``): the slots
+    below ``rows`` that had a time and were not deleted when it was written."""
+
+    rows: int
+    codes: VectorFile
+    order: npt.NDArray[np.int64]
+    times: npt.NDArray[np.int64]
+    lo: npt.NDArray[np.float32]
+    step: npt.NDArray[np.float32]
+
+    def span(self, start: int | None, end: int | None) -> tuple[int, int]:
+        """Rows ``[a, b)`` of the copy whose time is within ``[start, end]`` (microseconds; ``None``: open)."""
+        a = 0 if start is None else int(np.searchsorted(self.times, start, side="left"))
+        b = len(self.times) if end is None else int(np.searchsorted(self.times, end, side="right"))
+        return a, max(a, b)
+
+    def bound(self, query: npt.NDArray[np.float32]) -> float:
+        """The most an approximate score can differ from the exact one: half a step per component, and the float32
+        rounding of both sums (``d`` terms each, at most ``|q_i| max(|lo_i|, |hi_i|)``)."""
+        q = np.abs(query.astype(np.float64))
+        largest = np.maximum(np.abs(self.lo), np.abs(self.lo + _STEPS * self.step.astype(np.float64)))
+        rounding = 4 * len(q) * 2.0**-24 * float(q @ largest)
+        return float(q @ self.step) / 2.0 + rounding + 1e-6
+
+    def approximate(self, query: npt.NDArray[np.float32], a: int, b: int) -> npt.NDArray[np.float32]:
+        """Approximate scores of rows ``[a, b)``, read a chunk at a time."""
+        weights = (query * self.step).astype(np.float32)
+        offset = np.float32(float(query.astype(np.float64) @ self.lo.astype(np.float64)))
+        out = np.empty(b - a, dtype=np.float32)
+        # small blocks read into the same two buffers: they stay in the cache, and no page is mapped per search
+        codes = np.empty((_BLOCK, len(query)), dtype=np.uint8)
+        rows = np.empty((_BLOCK, len(query)), dtype=np.float32)
+        for first in range(a, b, _BLOCK):
+            n = min(b, first + _BLOCK) - first
+            self.codes.read_into(codes[:n], first)
+            np.copyto(rows[:n], codes[:n], casting="unsafe")
+            out[first - a : first - a + n] = rows[:n] @ weights
+        out += offset
+        return out
+
+    def search(self, query: npt.NDArray[np.float32], a: int, b: int, keep: npt.NDArray[np.bool_], limit: int,
+               exact: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float32]],
+               extra: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]) -> tuple[npt.NDArray[np.int64],
+                                                                                       npt.NDArray[np.float32]]:
+        """Slots and exact scores holding the exact top ``limit`` of the rows ``[a, b)`` that ``keep`` (a mask over
+        them) lets through and of ``extra`` (slots scored exactly already). ``exact(slots)`` scores sorted slots."""
+        approx = self.approximate(query, a, b)[keep]
+        slots = self.order[a:b][keep]
+        bound = self.bound(query)
+        k = min(len(slots), max(FIRST_K, 4 * limit))
+        while True:
+            if k < len(slots):
+                best = np.argpartition(approx, len(slots) - k)[len(slots) - k :]
+            else:
+                best = np.arange(len(slots))
+            chosen = np.sort(slots[best])
+            cand = np.concatenate([chosen, extra[0]])
+            scores = np.concatenate([exact(chosen), extra[1]])
+            if k >= len(slots):
+                return cand, scores
+            if len(cand) >= limit and float(approx[best].min()) + bound < float(np.partition(scores, -limit)[-limit]):
+                return cand, scores
+            k = min(len(slots), 4 * k)
+
+
+def write(path: Path, slots: npt.NDArray[np.int64], vectors: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float32]],
+          rows: int, dimension: int, stop: threading.Event) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Write the 8-bit rows of ``slots`` (in that order) to ``path`` and fsync it; ``vectors(sorted slots)`` reads
+    float32 rows. The grid spans every component's range over rows ``[0, rows)``. Returns ``(lo, step)``; raises
+    ``InterruptedError`` when ``stop`` is set."""
+    lo = np.full(dimension, np.inf, dtype=np.float32)
+    hi = np.full(dimension, -np.inf, dtype=np.float32)
+    for start in range(0, rows, _CHUNK):
+        chunk = vectors(np.arange(start, min(rows, start + _CHUNK)))
+        lo, hi = np.minimum(lo, chunk.min(axis=0)), np.maximum(hi, chunk.max(axis=0))
+        if stop.is_set():
+            raise InterruptedError
+    if rows == 0:
+        lo, hi = np.zeros(dimension, dtype=np.float32), np.zeros(dimension, dtype=np.float32)
+    step = np.maximum((hi - lo) / _STEPS, np.float32(1e-12)).astype(np.float32)
+    with open(path, "wb") as fh:
+        for start in range(0, len(slots), _CHUNK):
+            part = slots[start : start + _CHUNK]
+            order = np.argsort(part, kind="stable")
+            block = np.empty((len(part), dimension), dtype=np.float32)
+            block[order] = vectors(part[order])
+            fh.write(quantize(block, lo, step).tobytes())
+            if stop.is_set():
+                raise InterruptedError
+        fh.flush()
+        os.fsync(fh.fileno())
+    return lo, step
+
+
+def quantize(vectors: npt.NDArray[np.float32], lo: npt.NDArray[np.float32],
+             step: npt.NDArray[np.float32]) -> npt.NDArray[np.uint8]:
+    """Each component to the nearest point of its grid (within ``[lo, lo + 255 step]``)."""
+    codes: npt.NDArray[np.uint8] = np.clip(np.rint((vectors - lo) / step), 0, _STEPS).astype(np.uint8)
+    return codes
