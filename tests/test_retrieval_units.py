@@ -192,6 +192,7 @@ def test_trace_rounds_every_feature_as_round_does(values: list[float]) -> None:
 
 def test_trace_rounds_decimal_ties_and_odd_values_as_round_does() -> None:
     _check_trace_rounding(_HALVES + _AWKWARD)
+    _check_trace_rounding([-0.0] * 20)  # a rerank, final or judge of -0.0 is written -0.0, as round gives it
     nan = _trace_features([float("nan")] * 20)
     assert all(math.isnan(v) for v in nan)
 

@@ -40,8 +40,8 @@ class CandidateTrace:
     def numbers(self) -> list[float]:
         """``fused``, ``rerank``, ``final``, ``judge`` (0.0 for none), the scores, the features: what
         :meth:`rounded` takes back rounded."""
-        return [self.fused, self.rerank or 0.0, self.final or 0.0, self.judge or 0.0, *self.scores.values(),
-                *self.features.values()]
+        return [self.fused, *(0.0 if v is None else v for v in (self.rerank, self.final, self.judge)),
+                *self.scores.values(), *self.features.values()]
 
     def rounded(self, numbers: list[float]) -> dict[str, Any]:
         """This candidate in the trace's JSON, given :meth:`numbers` rounded to 4 places."""
