@@ -7,10 +7,13 @@
    when the shared data folder is there, else :mod:`memroute.eval.synthetic` templates; dates over two
    years, 200 sessions, one owner), through the whole write path (``remember_many``).
 2. Starts ``memroute serve --workers N`` on it in a subprocess, on a free loopback port, with one API key.
-3. Drives ``POST /v1/recall`` from ``--concurrency`` async httpx clients in a separate process (spawned;
+3. Drives ``POST /v1/recall`` from ``--concurrency`` keep-alive clients in a separate process (spawned;
    each client sends its next request when the previous answer arrives) for ``--seconds``, after a 3 s
    warm-up, with further texts of the same mix as the queries, and reports throughput, latency
-   percentiles (client side: HTTP included) and errors.
+   percentiles (client side: HTTP included) and errors. The clients (``--client raw``, the default) write
+   each request on an asyncio stream and read the status line, the headers and the whole body
+   (``Content-Length``), ~0.3 ms of CPU a request where httpx (``--client httpx``, the figures before
+   2026-11-26 16:00 UTC) spent ~2 ms: the load generator shares the cores it measures.
 4. Reports the CPU time the service (all its processes) and the load generator spent per request, and
    the throughput those imply on an otherwise idle machine: the cores divided by the CPU per request.
    On a shared machine the measured throughput is what was left over; the CPU per request is not.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing as mp
 import os
 import socket
@@ -29,7 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -130,39 +135,97 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 12
     raise SystemExit(f"memroute serve did not become ready within {timeout_s:.0f} s")
 
 
+class RawClient:
+    """One keep-alive HTTP/1.1 connection that POSTs JSON and reads whole answers (``Content-Length``
+    framing, which every answer of the service has); reconnects after an error or ``Connection: close``."""
+
+    def __init__(self, url: str, key: str, timeout_s: float = 30) -> None:
+        parsed = httpx.URL(url)
+        self.host, self.port = parsed.host, parsed.port or 80
+        self.head = (f"Host: {self.host}:{self.port}\r\nAuthorization: Bearer {key}\r\n"
+                     "Content-Type: application/json\r\n").encode()
+        self.timeout_s = timeout_s
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def post(self, path: str, body: bytes) -> int:
+        """The answer's status; raises ``OSError``, ``TimeoutError`` or ``ValueError`` (a malformed answer)."""
+        try:
+            return await asyncio.wait_for(self._post(path, body), self.timeout_s)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _post(self, path: str, body: bytes) -> int:
+        if self._streams is None:
+            self._streams = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self._streams
+        writer.write(b"POST " + path.encode() + b" HTTP/1.1\r\n" + self.head + b"Content-Length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        status = int(head[0].split(" ", 2)[1])
+        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:] if line)}
+        if "content-length" not in fields:
+            raise ValueError(f"an answer without Content-Length: {head[0]}")
+        await reader.readexactly(int(fields["content-length"]))
+        if fields.get("connection", "").lower() == "close":
+            await self.close()
+        return status
+
+    async def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+            self._streams = None
+
+
 async def drive(url: str, key: str, asks: list[str], seconds: float, concurrency: int,
-                trace: bool, on_start: Callable[[], object] = lambda: None) -> dict[str, Any]:
+                trace: bool, on_start: Callable[[], object] = lambda: None, client: str = "raw") -> dict[str, Any]:
     """3 s of warm-up, then ``seconds`` measured (``on_start`` is called between the two)."""
     latencies: list[float] = []
     errors: dict[str, int] = {}
     counter = 0
     headers = {"Authorization": f"Bearer {key}"}
+    now = NOW.isoformat()
 
-    async def worker(client: httpx.AsyncClient, stop: float) -> None:
+    async def send(post: Callable[[str], Awaitable[int]], stop: float) -> None:
         nonlocal counter
         while time.monotonic() < stop:
             text = asks[counter % len(asks)]
             counter += 1
             start = time.perf_counter()
             try:
-                r = await client.post("/v1/recall", json={"text": text, "now": NOW.isoformat(), "trace": trace})
-                if r.status_code != 200:
-                    errors[f"HTTP {r.status_code}"] = errors.get(f"HTTP {r.status_code}", 0) + 1
+                status = await post(text)
+                if status != 200:
+                    errors[f"HTTP {status}"] = errors.get(f"HTTP {status}", 0) + 1
                     continue
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, OSError, TimeoutError, ValueError, asyncio.IncompleteReadError) as exc:
                 errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
                 continue
             latencies.append((time.perf_counter() - start) * 1000)
 
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30, limits=limits) as client:
-        await asyncio.gather(*(worker(client, time.monotonic() + 3) for _ in range(concurrency)))  # warm-up
+    def body(text: str) -> bytes:
+        return json.dumps({"text": text, "now": now, "trace": trace}).encode()
+
+    async def run(posts: list[Callable[[str], Awaitable[int]]]) -> tuple[float, float]:
+        await asyncio.gather(*(send(post, time.monotonic() + 3) for post in posts))  # warm-up
         latencies.clear()
         errors.clear()
         on_start()
         start, cpu = time.monotonic(), time.process_time()
-        await asyncio.gather(*(worker(client, start + seconds) for _ in range(concurrency)))
-        elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
+        await asyncio.gather(*(send(post, start + seconds) for post in posts))
+        return time.monotonic() - start, time.process_time() - cpu
+
+    if client == "raw":
+        raws = [RawClient(url, key) for _ in range(concurrency)]
+        elapsed, cpu = await run([partial(_raw_post, raw, body) for raw in raws])
+        for raw in raws:
+            await raw.close()
+    else:
+        limits = httpx.Limits(max_connections=concurrency)
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30, limits=limits) as http:
+            async def post(text: str) -> int:
+                return (await http.post("/v1/recall", content=body(text),
+                                        headers={"Content-Type": "application/json"})).status_code
+            elapsed, cpu = await run([post] * concurrency)
     arr = np.asarray(latencies) if latencies else np.zeros(1)
     return {"requests": len(latencies), "seconds": round(elapsed, 1),
             "throughput_per_s": round(len(latencies) / elapsed, 1),
@@ -171,20 +234,24 @@ async def drive(url: str, key: str, asks: list[str], seconds: float, concurrency
             "repeated_queries": max(0, counter - len(asks)), "client_cpu_s": cpu}
 
 
+async def _raw_post(raw: RawClient, body: Callable[[str], bytes], text: str) -> int:
+    return await raw.post("/v1/recall", body(text))
+
+
 def _generate(url: str, key: str, asks: list[str], seconds: float, concurrency: int, trace: bool, out: Any,
-              started: Any) -> None:
+              started: Any, client: str) -> None:
     """The load process: :func:`drive`, whose result goes back through ``out``; ``started`` is set when the
     measured part begins."""
-    out.send(asyncio.run(drive(url, key, asks, seconds, concurrency, trace, started.set)))
+    out.send(asyncio.run(drive(url, key, asks, seconds, concurrency, trace, started.set, client)))
 
 
 def run_load(url: str, key: str, asks: list[str], seconds: float, concurrency: int, trace: bool,
-             service_pid: int) -> dict[str, Any]:
+             service_pid: int, client: str = "raw") -> dict[str, Any]:
     """:func:`drive` in a spawned process; adds the service's CPU time over the measured part."""
     ctx = mp.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     started = ctx.Event()
-    process = ctx.Process(target=_generate, args=(url, key, asks, seconds, concurrency, trace, send, started))
+    process = ctx.Process(target=_generate, args=(url, key, asks, seconds, concurrency, trace, send, started, client))
     process.start()
     started.wait()  # after drive()'s warm-up
     cpu_before = cpu_by_process(service_pid)
@@ -204,6 +271,9 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--workers", type=int, default=1, help="memroute serve --workers (default 1)")
     parser.add_argument("--no-trace", action="store_true", help="ask for recalls without the trace")
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                        help="the load generator's HTTP client (default raw: asyncio streams, ~0.3 ms of CPU a "
+                             "request; httpx: the client of the figures before 2026-11-26 16:00 UTC, ~2 ms)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memroute-bench-service-") as tmp:
         store = Path(tmp) / "service.db"
@@ -217,7 +287,8 @@ def main() -> int:
             wait_ready(url, process)
             wait_workers(process.pid, args.workers)
             load_before = os.getloadavg()
-            result = run_load(url, key, asks, args.seconds, args.concurrency, not args.no_trace, process.pid)
+            result = run_load(url, key, asks, args.seconds, args.concurrency, not args.no_trace, process.pid,
+                              args.client)
             load_after = os.getloadavg()
         finally:
             process.terminate()
@@ -242,7 +313,7 @@ def main() -> int:
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_before)} before, "
           f"{' '.join(f'{x:.2f}' for x in load_after)} after; {os.cpu_count()} CPUs; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    trace = " --no-trace" if args.no_trace else ""
+    trace = (" --no-trace" if args.no_trace else "") + (" --client httpx" if args.client == "httpx" else "")
     print(f"reproduce: python -m benchmarks.bench_service --memories {args.memories} --seconds {args.seconds:g} "
           f"--concurrency {args.concurrency} --workers {args.workers}{trace}")
     return 0 if result["errors"] == 0 else 1

@@ -178,3 +178,43 @@ def test_locomo_loader_on_a_tiny_fixture(tmp_path: Path) -> None:
     assert mems[2]["text"] == "Ann: line 3 [shared a photo: a cat on a sofa]"
     assert mems[2]["context"].split("\n") == ["Ann: line 1", "Bo: line 2", "Bo: line 4", "Ann: line 5"]
     assert conv.now == datetime(2024, 6, 3, 10, 0, 4, tzinfo=UTC)
+
+
+_HALVES = [k / 10_000 + 0.00005 for k in range(-300, 300)]  # ties in decimal, a hair off in binary
+_AWKWARD = [0.0, -0.0, 1.0, 2.675, 0.12345, -0.12345, 1e4 + 0.00005, 123456.78905, 1e20, -1e-9, 5e-5,
+            float("inf"), float("-inf"), 1.0000499999999999, 0.30000000000000004]
+
+
+@given(st.lists(st.floats(allow_nan=False, width=64), min_size=20, max_size=80))
+def test_trace_rounds_every_feature_as_round_does(values: list[float]) -> None:
+    _check_trace_rounding(values)
+
+
+def test_trace_rounds_decimal_ties_and_odd_values_as_round_does() -> None:
+    _check_trace_rounding(_HALVES + _AWKWARD)
+    _check_trace_rounding([-0.0] * 20)  # a rerank, final or judge of -0.0 is written -0.0, as round gives it
+    nan = _trace_features([float("nan")] * 20)
+    assert all(math.isnan(v) for v in nan)
+
+
+def _trace_features(values: list[float]) -> list[float]:
+    from memroute.retrieval.trace import CandidateTrace, RecallTrace, SearchTrace
+    half = len(values) // 2
+    cands = (CandidateTrace("a", values[0], 0, None, {"bm25:0": values[1]},
+                            {f"f{i}": v for i, v in enumerate(values[:half])}, judge=values[2]),
+             CandidateTrace("b", 0.5, 1, values[3], {}, {f"f{i}": v for i, v in enumerate(values[half:])}))
+    search = SearchTrace("bm25:0", 1.0, 0.1, tuple((f"m{i}", v) for i, v in enumerate(values)))
+    out = RecallTrace("semantic", False, {}, None, (), (search,), "rrf", cands, {}, {}, ()).to_dict()
+    hits = [v for _, v in out["searches"][0]["hits"]]
+    features = [v for c in out["candidates"] for v in c["features"].values()]
+    assert [repr(v) for v in hits] == [repr(v) for v in features]
+    first, second = out["candidates"]
+    assert [repr(first["fused"]), repr(first["scores"]["bm25:0"]), repr(first["judge"]), repr(second["rerank"])] == \
+        [repr(round(v, 4)) for v in values[:4]]
+    assert first["rerank"] is None and first["final"] is None and second["judge"] is None
+    return features
+
+
+def _check_trace_rounding(values: list[float]) -> None:
+    # repr: -0.0 and 0.0 compare equal but are written differently
+    assert [repr(v) for v in _trace_features(values)] == [repr(round(v, 4)) for v in values]
