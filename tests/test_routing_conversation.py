@@ -174,8 +174,8 @@ def test_a_korean_turn_that_stays_is_read_with_the_previous_user_turn(memory: Me
     language_aware = LanguageAwareEmbedder(Recording(embedder, thread_names(threads)), lambda: e5, e5.model_id,
                                            e5.dimension)
     recording = AgentRouter(embedder=Recording(language_aware, seen.extend))
-    conv = ConversationRouter(memory, AGENTS, router=recording)  # on by default
-    off = ConversationRouter(memory, AGENTS, router=recording, params=PolicyParams(with_previous=0.0))
+    conv = ConversationRouter(memory, AGENTS, router=recording, params=PolicyParams(with_previous=1.0))
+    off = ConversationRouter(memory, AGENTS, router=recording)  # off by default (a second e5 encoding)
     first = "이 파이썬 코드 리뷰해 주세요"
     assert conv.route(first, session="pair").agent == AGENTS[1]
     conv.add_reply("pair", "3번째 줄에 버그가 있어요.")  # encoded here, not in the next turn
@@ -211,10 +211,11 @@ def test_the_pair_read_ahead_decides_as_the_pair_read_inline(memory: Memory, emb
         encode_ahead = False
 
     e5 = E5SmallEmbedder()
+    paired = PolicyParams(with_previous=1.0)
     ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
-        embedder, lambda: e5, e5.model_id, e5.dimension)))
+        embedder, lambda: e5, e5.model_id, e5.dimension)), params=paired)
     inline = Inline(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
-        embedder, lambda: e5, e5.model_id, e5.dimension)))
+        embedder, lambda: e5, e5.model_id, e5.dimension)), params=paired)
     turns = [("この文章を英語に翻訳して", "英訳はこちらです。"), ("もう少し丁寧にできる？", "丁寧な訳です。"),
              ("ところで明日の東京の天気は？", "晴れです。"), ("夜は寒い？", "10度くらいです。")]
     for user, reply in turns:
@@ -240,4 +241,4 @@ def test_the_message_read_with_the_previous_turn_is_task_evidence() -> None:
     paired = replace(plain, with_previous=np.array([-1.0, 1.0, 0.0], dtype=np.float32))
     step = user_step(PolicyParams(with_previous=1.0), scores, allowed, 0, evidence, paired, 0.05)
     assert step.action == "revised" and step.current == 1
-    assert user_step(PolicyParams(with_previous=0.0), scores, allowed, 0, evidence, paired, 0.05).current == 0
+    assert user_step(PolicyParams(), scores, allowed, 0, evidence, paired, 0.05).current == 0  # off by default

@@ -92,14 +92,14 @@ class PolicyParams:
     """Log-odds that the task moved to another agent between two user turns without the switch rule firing
     (about 1.8 %): it bounds how far an old task's evidence can lead, so a missed switch is caught by the
     following turns. Chosen on SGD dev (flat between -5 and -3.5 there)."""
-    with_previous: float = 1.0
+    with_previous: float = 0.0
     """Weight, in the task evidence of a turn that stays, of the message's scores read together with the
-    previous user turn (:attr:`TurnFeatures.with_previous`; only Japanese and Korean messages have them; 0 turns
-    it off). At 1.0, ko / ja / JMultiWOZ-TC dev rise 0.743 / 0.738 / 0.933 -> 0.749 / 0.764 / 0.949 (0.75 / 1.0 /
-    1.5 / 2.0 / 3.0 on the dev splits: means within 0.006 of each other, Korean stay turns falling from 1.5 on).
-    Its second e5 encoding starts beside the message's own, on the second core
-    (:meth:`memroute.routing.ConversationRouter.route`), so a turn waits for the longer of the two rather than
-    both (docs/benchmarks.md)."""
+    previous user turn (:attr:`TurnFeatures.with_previous`; only Japanese and Korean messages have them). Off by
+    default: it costs a second e5 encoding on such a turn. Its encoding starts beside the message's own, on the
+    second core (:meth:`memroute.routing.ConversationRouter.route`), yet near-quiet `memroute bench route` wall
+    p95 of a ja / ko turn is still 30-32 ms with it (19-20 without), over the 25 ms budget. At 1.0, ko / ja /
+    JMultiWOZ-TC dev rise 0.743 / 0.738 / 0.933 -> 0.749 / 0.764 / 0.949 (0.75 / 1.0 / 1.5 / 2.0 / 3.0 on the dev
+    splits: means within 0.006 of each other, Korean stay turns falling from 1.5 on; docs/benchmarks.md)."""
     assistant_weight: float = 1.0
     """Weight of an assistant turn in the task evidence (it never takes part in the switch test)."""
     context_weight: float = 0.5
