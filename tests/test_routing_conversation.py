@@ -152,9 +152,10 @@ def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: 
 
     e5 = E5SmallEmbedder()
     language_aware = LanguageAwareEmbedder(where, lambda: e5, e5.model_id, e5.dimension)
-    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=language_aware))
+    alone = PolicyParams(with_previous=0.0)  # the message's own encoding (the pair's: the tests below)
+    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=language_aware), params=alone)
     inline = Inline(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
-        embedder, lambda: e5, e5.model_id, e5.dimension)))
+        embedder, lambda: e5, e5.model_id, e5.dimension)), params=alone)
     for text in ("Please review this Python function for bugs", "and is the naming fine?",
                  "What's the weather in Tokyo tomorrow?", "これを英語に翻訳して", "이 문장 번역해 줘"):
         threads.clear()
@@ -168,29 +169,61 @@ def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: 
 def test_a_korean_turn_that_stays_is_read_with_the_previous_user_turn(memory: Memory,
                                                                       embedder: CachedEmbedder) -> None:
     seen: list[str] = []
+    threads: list[str] = []
     e5 = E5SmallEmbedder()
-    language_aware = LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
+    language_aware = LanguageAwareEmbedder(Recording(embedder, thread_names(threads)), lambda: e5, e5.model_id,
+                                           e5.dimension)
     recording = AgentRouter(embedder=Recording(language_aware, seen.extend))
     conv = ConversationRouter(memory, AGENTS, router=recording, params=PolicyParams(with_previous=1.0))
+    off = ConversationRouter(memory, AGENTS, router=recording)  # off by default (a second e5 encoding)
     first = "이 파이썬 코드 리뷰해 주세요"
     assert conv.route(first, session="pair").agent == AGENTS[1]
-    memory.add_message("pair", "assistant", "3번째 줄에 버그가 있어요.")
+    conv.add_reply("pair", "3번째 줄에 버그가 있어요.")  # encoded here, not in the next turn
     follow = "변수 이름도 봐 줘"
+    threads.clear()
     stay = conv.route(follow, session="pair")
     assert stay.action in ("stayed", "revised") and f"{first}\n{follow}" in seen
+    # the pair is encoded on a worker, started beside the message's own encoding (not after the stay test)
+    assert len(threads) == 2 and all(name.startswith("memroute-embed") for name in threads)
     memory.add_message("pair", "assistant", "변수 이름은 괜찮아요.")
     switch_text = "그런데 내일 서울 날씨 어때?"
     switch = conv.route(switch_text, session="pair")
-    assert switch.action == "switched" and f"{follow}\n{switch_text}" not in seen  # a switch never reads it
+    assert switch.action == "switched"
+    # a switch never reads it: the same decision as with the reading off
+    off.route(first, session="pair-off")
+    memory.add_message("pair-off", "assistant", "3번째 줄에 버그가 있어요.")
+    off.route(follow, session="pair-off")
+    memory.add_message("pair-off", "assistant", "변수 이름은 괜찮아요.")
+    unread = off.route(switch_text, session="pair-off")
+    assert (switch.agent, switch.action, switch.scores) == (unread.agent, unread.action, unread.scores)
     conv.route("Please review this Python function for bugs", session="en")
     conv.route("and is the naming style fine?", session="en")
     assert not any("\n" in text for text in seen if "Python" in text)  # English messages: never
     seen.clear()
-    default = ConversationRouter(memory, AGENTS, router=recording)  # off by default (a second e5 encoding)
-    default.route(first, session="off")
+    off.route(first, session="off")
     memory.add_message("off", "assistant", "3번째 줄에 버그가 있어요.")
-    assert default.route(follow, session="off").action in ("stayed", "revised")
-    assert seen and not any("\n" in text for text in seen)
+    assert off.route(follow, session="off").action in ("stayed", "revised")
+    assert seen and not any("\n" in text for text in seen)  # off: nothing encoded in pairs
+
+
+def test_the_pair_read_ahead_decides_as_the_pair_read_inline(memory: Memory, embedder: CachedEmbedder) -> None:
+    class Inline(ConversationRouter):
+        encode_ahead = False
+
+    e5 = E5SmallEmbedder()
+    paired = PolicyParams(with_previous=1.0)
+    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
+        embedder, lambda: e5, e5.model_id, e5.dimension)), params=paired)
+    inline = Inline(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
+        embedder, lambda: e5, e5.model_id, e5.dimension)), params=paired)
+    turns = [("この文章を英語に翻訳して", "英訳はこちらです。"), ("もう少し丁寧にできる？", "丁寧な訳です。"),
+             ("ところで明日の東京の天気は？", "晴れです。"), ("夜は寒い？", "10度くらいです。")]
+    for user, reply in turns:
+        first, second = ahead.route(user, session="p-ahead"), inline.route(user, session="p-inline")
+        assert (first.agent, first.action, first.scores, first.reason) == (
+            second.agent, second.action, second.scores, second.reason)
+        memory.add_message("p-ahead", "assistant", reply)
+        memory.add_message("p-inline", "assistant", reply)
 
 
 def test_the_message_read_with_the_previous_turn_is_task_evidence() -> None:

