@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -518,3 +519,29 @@ def vectors_resident_kb(root: Path) -> list[int]:
         elif current and fields[0] == "Rss:":
             out.append(int(fields[1]))
     return out
+
+
+def test_a_write_that_fails_at_its_very_end_still_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever fails in the writer's last steps (here: closing its lock), the write is marked done, so that
+    ``finish_index_files`` and ``close`` never wait for it forever (a suite once hung there)."""
+    db = tmp_path / "m.db"
+    filled(db)
+    real_close = os.close
+
+    def failing_close(fd: int) -> None:
+        real_close(fd)
+        raise OSError(9, "Bad file descriptor")
+
+    raised: list[Any] = []
+    monkeypatch.setattr(index_files.os, "close", failing_close)
+    monkeypatch.setattr(threading, "excepthook", raised.append)  # the thread's error, reported as Python does
+    store = open_store(str(db))
+    store.search_vector(vec(0, 1), SearchFilter(owner="o"), 5)  # builds the index, starts writing the files
+    writer = store._writer
+    assert writer is not None and writer.wait(120)
+    writer._thread.join(10)
+    monkeypatch.undo()
+    assert [type(r.exc_value) for r in raised] == [OSError]
+    assert store.finish_index_files(timeout=10)
+    assert store.search_vector(vec(5, 1), SearchFilter(owner="o"), 1)[0].id == "m5"
+    store.close()

@@ -183,6 +183,12 @@ def test_the_search_stops_before_reading_a_long_list() -> None:
     assert reads[0][1].chunk == 128 and not reads[0][1].done  # the next read of it is twice as long
 
 
+def _drop_version_7(conn: psycopg.Connection[Any]) -> None:
+    """Remove what migration 7 added (the BM25 blocks), as a store of version 6 had it."""
+    conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")
+    conn.execute("DROP FUNCTION memroute_blocks_added, memroute_blocks_removed CASCADE")
+
+
 def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) -> None:
     from memroute.stores.migrations.postgres import MIGRATIONS
 
@@ -193,8 +199,7 @@ def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) 
     store.upsert([_record(i, rng) for i in range(400)])
     store.close()
     with psycopg.connect(url, autocommit=True) as conn:  # back to the store as memroute left it at version 4
-        conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")  # version 7's
-        conn.execute("DROP FUNCTION memroute_blocks_added, memroute_blocks_removed CASCADE")
+        _drop_version_7(conn)
         conn.execute("DROP TABLE memroute_postings")
         conn.execute("DROP FUNCTION memroute_postings_added, memroute_postings_updated, memroute_postings_deleted "
                      "CASCADE")
@@ -383,8 +388,7 @@ def test_migration_7_packs_the_postings_of_an_existing_store(pg_server: PgServer
     store.upsert([_record(i, rng) for i in range(500)])
     store.close()
     with psycopg.connect(url, autocommit=True) as conn:  # back to the store as memroute left it at version 6
-        conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")
-        conn.execute("DROP FUNCTION memroute_blocks_added, memroute_blocks_removed CASCADE")
+        _drop_version_7(conn)
         conn.execute("UPDATE memroute_meta SET value = '6' WHERE key = 'schema_version'")
         assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'memroute_blocks%'").fetchone() == (0,)
     store = open_store(url)

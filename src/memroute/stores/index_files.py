@@ -195,10 +195,14 @@ class Writer:
         except Exception as exc:  # any: a thread's error would be lost (the store logs it, writes again later)
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
-            steps.close()
-            os.close(self._lock_fd)
-            _RUNNING.discard(self)
-            self.done.set()
+            try:
+                steps.close()
+            finally:
+                _RUNNING.discard(self)
+                try:
+                    os.close(self._lock_fd)
+                finally:
+                    self.done.set()  # whatever failed above: a waiter (finish_index_files, close) must not hang
 
     def take(self) -> Loaded | None:
         """The generation published and read back since the last call, if any (the store swaps it in)."""
