@@ -119,11 +119,11 @@ def _round4(values: list[float]) -> list[float]:
     if len(values) < 16:
         return [round(v, 4) for v in values]
     x = np.asarray(values, dtype=np.float64)
-    scaled = x * 1e4
-    whole = np.rint(scaled)
-    out: list[float] = (whole / 1e4).tolist()
-    with np.errstate(invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # huge or not finite: ``round`` below, no warning
+        scaled = x * 1e4
+        whole = np.rint(scaled)
         unsure = ~(np.abs(x) < _SURE_BELOW) | (np.abs(np.abs(scaled - whole) - 0.5) < _TIE_MARGIN)
+    out: list[float] = (whole / 1e4).tolist()
     for i in np.flatnonzero(unsure).tolist():
         out[i] = round(values[i], 4)
     return out
