@@ -392,7 +392,7 @@ def test_migration_7_packs_the_postings_of_an_existing_store(pg_server: PgServer
         conn.execute("UPDATE memroute_meta SET value = '6' WHERE key = 'schema_version'")
         assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'memroute_blocks%'").fetchone() == (0,)
     store = open_store(url)
-    assert store.stats().schema_version == MIGRATIONS[-1][0] == 7
+    assert store.stats().schema_version == MIGRATIONS[-1][0]
     assert _changed(url) == 0 and _blocks(url) == _postings(url)
     _check_queries(url, store, rng, n=20)
     store.upsert([_record(1000, rng)])  # the triggers are there
@@ -463,4 +463,40 @@ def test_document_frequencies_from_the_postings_equal_the_gin_counts(pg_server: 
             assert conn.execute(DF_POSTINGS_SQL, (word, word)).fetchone() == gin, word
             counted += gin[1] > gin[0]  # a word some memories hold in their context only
     assert counted > 10
+    store.close()
+
+
+def test_migration_8_counts_the_same_term_frequencies_as_migration_5(pg_server: PgServer) -> None:
+    """Migration 8 replaced the per-term scan of every token (minutes of server CPU for one memory of 20,000
+    distinct words) with one grouping: the same postings for every row, hyphenated tokens and repeats included,
+    and a memory of 20,000 distinct words is written."""
+    import re
+
+    from memroute.stores.migrations.postgres import M005_POSTINGS
+
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(29)
+    store.upsert([_record(i, rng, long=i % 2 == 0) for i in range(600)])
+    many = MemoryItem(id="many", owner="o", text="many", occurred_at=T0)
+    store.upsert([MemoryRecord(many, [f"tok{i}" for i in range(20_000)] + ["tok1-tok2", "tok1"],
+                               np.asarray([1.0, 0.0, 0.0, 1.0], dtype=np.float32))])
+    old = re.search(r"CREATE FUNCTION memroute_postings_of\(.*?\$\$;", M005_POSTINGS, re.S)
+    assert old is not None
+    args = ("r.owner, r.row_id, r.tokens, r.context_tokens, r.len_own, r.len_ctx, r.tsv_own, r.tsv_ctx, "
+            "(SELECT value::float8 FROM memroute_meta WHERE key = 'bm25_avgdl')")
+    with psycopg.connect(url) as conn:
+        conn.execute(old.group(0).replace("memroute_postings_of(", "old_postings_of(", 1))
+        both = [f"SELECT q.* FROM memroute_lexical r CROSS JOIN LATERAL {name}({args}) q WHERE r.id <> 'many'"
+                for name in ("memroute_postings_of", "old_postings_of")]
+        assert conn.execute(f"{both[0]} EXCEPT ALL {both[1]}").fetchall() == []
+        assert conn.execute(f"{both[1]} EXCEPT ALL {both[0]}").fetchall() == []
+        hyphenated = conn.execute(f"SELECT count(*) FROM ({both[0]}) p WHERE p.term LIKE '%%-%%'").fetchone()
+        assert hyphenated is not None and hyphenated[0] > 0  # the rows did hold hyphenated tokens
+        tf = conn.execute("SELECT p.impact FROM memroute_postings p JOIN memroute_lexical r USING (row_id) "
+                          "WHERE r.id = 'many' AND p.term IN ('tok1', 'tok3') AND p.field = 0 ORDER BY p.term"
+                          ).fetchall()
+    assert len(tf) == 2 and tf[0][0] > tf[1][0]  # tok1: twice and once per other hyphenated token; tok3: 1 + 1
+    _postings_match_the_rows(url)
     store.close()
