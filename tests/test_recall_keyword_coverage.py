@@ -27,7 +27,7 @@ def test_covered_is_the_share_of_the_query_the_text_holds(query: str, text: str,
 
 
 def test_weighted_sums_the_scaled_lists() -> None:
-    fused = weighted({"bm25:0": {"a": 0.5}, "vector:0": {"a": 1.0, "b": 0.5}}, {"bm25:0": 0.6, "vector:0": 0.4})
+    fused = weighted([{"a": 0.5}, {"a": 1.0, "b": 0.5}], [0.6, 0.4])
     assert fused == pytest.approx({"a": 0.7, "b": 0.2})
 
 

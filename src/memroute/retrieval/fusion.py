@@ -57,19 +57,16 @@ def minmax(hits: Sequence[ScoredId]) -> dict[str, float]:
 
 def weighted_minmax(lists: Iterable[Sequence[ScoredId]], weights: Sequence[float]) -> dict[str, float]:
     """Seed 003's weighted fusion: sum of ``weight * minmax(score)``; absent from a list counts 0."""
-    fused: dict[str, float] = {}
-    for hits, w in zip(lists, weights, strict=True):
-        for mid, s in minmax(hits).items():
-            fused[mid] = fused.get(mid, 0.0) + float(w) * s
-    return fused
+    return weighted([minmax(hits) for hits in lists], weights)
 
 
-def weighted(per_list: Mapping[str, Mapping[str, float]], weights: Mapping[str, float]) -> dict[str, float]:
-    """The sum of ``weights[name] * score`` over already scaled lists (``per_list``: list name -> id -> score)."""
+def weighted(lists: Iterable[Mapping[str, float]], weights: Iterable[float]) -> dict[str, float]:
+    """The sum of ``weight * score`` over already scaled lists (id -> score), in the lists' order; absent from a
+    list counts 0."""
     fused: dict[str, float] = {}
-    for name, scores in per_list.items():
+    for scores, w in zip(lists, weights, strict=True):
         for mid, s in scores.items():
-            fused[mid] = fused.get(mid, 0.0) + float(weights[name]) * s
+            fused[mid] = fused.get(mid, 0.0) + float(w) * s
     return fused
 
 

@@ -31,7 +31,7 @@ from memroute.retrieval import changes, constraints, decide, judge
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
-from memroute.retrieval.fusion import KEYWORD_KINDS, covered, minmax, ranked, rrf, scaled, weighted, weighted_minmax
+from memroute.retrieval.fusion import KEYWORD_KINDS, covered, minmax, ranked, rrf, scaled, weighted
 from memroute.retrieval.llm_steps import LlmJudgement, expand_with_llm, rerank_with_llm
 from memroute.retrieval.options import Fusion, RecallOptions, Strategy
 from memroute.retrieval.rerank import (
@@ -151,12 +151,13 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     t0 = time.perf_counter()
     lists = [s for s in out.lists if s.hits and s.kind != "constraint"]
     asked = [h.id for s in out.lists if s.kind == "constraint" for h in s.hits[: constraints.PROMOTED]]
+    per_list = {s.name: minmax(s.hits) for s in lists}  # names are unique: a search kind and its query
+    weights = [s.weight for s in lists]
     if Fusion(opts.fusion) == Fusion.RRF:
-        fused = rrf([s.hits for s in lists], opts.rrf_k, [s.weight for s in lists])
-    else:
-        fused = weighted_minmax([s.hits for s in lists], [s.weight for s in lists])
+        fused = rrf([s.hits for s in lists], opts.rrf_k, weights)
+    else:  # seed 003's weighted min-max (fusion.weighted_minmax), from the lists scaled once
+        fused = weighted(per_list.values(), weights)
     pool = ranked(fused)[: opts.max_candidates + 10]  # room for the near-duplicates dedupe drops
-    per_list = {s.name: minmax(s.hits) for s in lists}
     wanted = list(dict.fromkeys([i for i, _ in pool] + asked))
     items = {m.id: m for m in (yield Call("get", (wanted, owner)))} if wanted else {}
     pool = [(i, s) for i, s in pool if i in items]
@@ -168,7 +169,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
                   for s in lists if s.kind in KEYWORD_KINDS and s.hits[0].id in items}
         if any(v < 1.0 for v in scales.values()):
             per_list = {n: scaled(d, scales.get(n, 1.0)) for n, d in per_list.items()}
-            fused = weighted(per_list, {s.name: s.weight for s in lists})
+            fused = weighted(per_list.values(), weights)
             pool = ranked({i: fused[i] for i, _ in pool})
     vectors = (yield Call("get_vectors", ([i for i, _ in pool] + asked, owner))) if pool or asked else {}
     duplicates = near_duplicates([i for i, _ in pool], vectors, opts.dedupe_threshold,
