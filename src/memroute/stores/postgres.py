@@ -187,8 +187,7 @@ class PostgresStore(PgOperations):
                 pass  # the writer waits for the graph: pending rows stay bounded
         if self.wrote(records):
             self._run("refresh statistics", self.op_analyze())
-        if self.blocks_lag(len(records)):
-            self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        self._fold_blocks(len(records))
 
     def index_pending(self, limit: int | None = None) -> int:
         """Move pending memories (written, searchable by an exact scan, not yet in the HNSW graph) into the
@@ -270,16 +269,20 @@ class PostgresStore(PgOperations):
     def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]:
         return self._run("get vectors", self.op_get_vectors(ids, owner))
 
+    def _fold_blocks(self, changed: int) -> None:
+        """Count ``changed`` rows written or deleted; once this process has changed ``MERGE_ROWS`` of them, fold the
+        changed rows into the BM25 blocks (:meth:`PgOperations.op_merge_blocks`)."""
+        if self.blocks_lag(changed):
+            self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+
     def delete(self, ids: Sequence[str], owner: str) -> int:
         deleted = self._run("delete memories", self.op_delete(ids, owner))
-        if self.blocks_lag(deleted):
-            self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        self._fold_blocks(deleted)
         return deleted
 
     def delete_where(self, owner: str, session_id: str | None = None) -> int:
         deleted = self._run("forget", self.op_delete_where(owner, session_id))
-        if self.blocks_lag(deleted):
-            self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        self._fold_blocks(deleted)
         return deleted
 
     def list_memories(self, flt: SearchFilter, limit: int = 100, offset: int = 0) -> list[MemoryItem]:

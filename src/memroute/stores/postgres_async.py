@@ -144,8 +144,7 @@ class AsyncPostgresStore(PgOperations):
                 pass  # the writer waits for the graph: pending rows stay bounded
         if self.wrote(records):
             await self._run("refresh statistics", self.op_analyze())
-        if self.blocks_lag(len(records)):
-            await self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        await self._fold_blocks(len(records))
 
     async def index_pending(self, limit: int | None = None) -> int:
         """As :meth:`memroute.stores.postgres.PostgresStore.index_pending`."""
@@ -169,16 +168,19 @@ class AsyncPostgresStore(PgOperations):
     async def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]:
         return await self._run("get vectors", self.op_get_vectors(ids, owner))
 
+    async def _fold_blocks(self, changed: int) -> None:
+        """As :meth:`memroute.stores.postgres.PostgresStore._fold_blocks`."""
+        if self.blocks_lag(changed):
+            await self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+
     async def delete(self, ids: Sequence[str], owner: str) -> int:
         deleted = await self._run("delete memories", self.op_delete(ids, owner))
-        if self.blocks_lag(deleted):
-            await self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        await self._fold_blocks(deleted)
         return deleted
 
     async def delete_where(self, owner: str, session_id: str | None = None) -> int:
         deleted = await self._run("forget", self.op_delete_where(owner, session_id))
-        if self.blocks_lag(deleted):
-            await self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        await self._fold_blocks(deleted)
         return deleted
 
     async def list_memories(self, flt: SearchFilter, limit: int = 100, offset: int = 0) -> list[MemoryItem]:
