@@ -183,6 +183,17 @@ def test_the_search_stops_before_reading_a_long_list() -> None:
     assert reads[0][1].chunk == 128 and not reads[0][1].done  # the next read of it is twice as long
 
 
+def _closed_store_of(url: str, rows: int, seed: int) -> random.Random:
+    """Write ``rows`` random memories to a new store at ``url`` and close it (to be taken back to an older
+    schema); the generator goes on making memories like them."""
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(seed)
+    store.upsert([_record(i, rng) for i in range(rows)])
+    store.close()
+    return rng
+
+
 def _drop_version_7(conn: psycopg.Connection[Any]) -> None:
     """Remove what migration 7 added (the BM25 blocks), as a store of version 6 had it."""
     conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")
@@ -193,11 +204,7 @@ def test_migration_5_builds_postings_for_an_existing_store(pg_server: PgServer) 
     from memroute.stores.migrations.postgres import MIGRATIONS
 
     url = pg_server.new_database()
-    store = open_store(url)
-    store.bind_model("m", 4)
-    rng = random.Random(11)
-    store.upsert([_record(i, rng) for i in range(400)])
-    store.close()
+    rng = _closed_store_of(url, 400, seed=11)
     with psycopg.connect(url, autocommit=True) as conn:  # back to the store as memroute left it at version 4
         _drop_version_7(conn)
         conn.execute("DROP TABLE memroute_postings")
@@ -382,11 +389,7 @@ def test_migration_7_packs_the_postings_of_an_existing_store(pg_server: PgServer
     from memroute.stores.migrations.postgres import MIGRATIONS
 
     url = pg_server.new_database()
-    store = open_store(url)
-    store.bind_model("m", 4)
-    rng = random.Random(17)
-    store.upsert([_record(i, rng) for i in range(500)])
-    store.close()
+    rng = _closed_store_of(url, 500, seed=17)
     with psycopg.connect(url, autocommit=True) as conn:  # back to the store as memroute left it at version 6
         _drop_version_7(conn)
         conn.execute("UPDATE memroute_meta SET value = '6' WHERE key = 'schema_version'")
