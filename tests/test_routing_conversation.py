@@ -276,3 +276,20 @@ def test_by_default_the_pair_joins_the_two_turns_own_vectors(memory: Memory, emb
         return memory.store.get_state("routing", session, "alice")["evidence"]
 
     assert evidence("restarted") == evidence("joined") != evidence("alone")  # the pair is task evidence
+
+
+def test_a_stored_vector_is_read_only_for_its_own_text() -> None:
+    import base64
+
+    import numpy as np
+
+    from memroute.routing.conversation import _stored_vector, _text_key, joined
+
+    vector = np.array([0.6, 0.8, 0.0], dtype=np.float32)
+    state = {"vector": base64.b64encode(vector.astype("<f2").tobytes()).decode("ascii"), "vector_of": _text_key("a")}
+    assert np.allclose(_stored_vector(state, "a"), vector, atol=1e-3)  # type: ignore[arg-type]
+    assert _stored_vector(state, "b") is None  # another previous turn: not this vector
+    for broken in ("not base64!", "", "QUJD", "한국어", 3):  # corrupt, empty, an odd byte count, not ASCII, not text
+        assert _stored_vector({**state, "vector": broken}, "a") is None
+    both = joined(np.array([1.0, 0.0], dtype=np.float32), 4, np.array([0.0, 1.0], dtype=np.float32), 1)
+    assert np.isclose(np.linalg.norm(both), 1.0) and both[0] == pytest.approx(2 * both[1])  # sqrt(4) : sqrt(1)

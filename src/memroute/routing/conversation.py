@@ -206,8 +206,8 @@ class ConversationRouter:
         recent = self.store.recent_messages(session, owner, self.context_window)
         current = self.index.position.get(str(state.get("current") or ""))
         evidence = self._load_evidence(state) if current is not None else None
-        # The message read with the previous user turn (task evidence if the turn stays) starts now too, on
-        # another core beside the message's own encoding, instead of after the stay test.
+        # The message read with the previous user turn (task evidence if the turn stays): the previous turn's
+        # stored vector, or, with ``pair_encoded``, the pair's own encoding started now beside the message's.
         pair = self._pair_ahead(text, recent, state) if current is not None and self.params.with_previous else None
         last_seen = int(state.get("last_message_id") or 0)
         # The assistant's replies since the last routed message: their text is read now (cues), their
