@@ -174,8 +174,9 @@ def test_a_korean_turn_that_stays_is_read_with_the_previous_user_turn(memory: Me
     language_aware = LanguageAwareEmbedder(Recording(embedder, thread_names(threads)), lambda: e5, e5.model_id,
                                            e5.dimension)
     recording = AgentRouter(embedder=Recording(language_aware, seen.extend))
-    conv = ConversationRouter(memory, AGENTS, router=recording, params=PolicyParams(with_previous=1.0))
-    off = ConversationRouter(memory, AGENTS, router=recording)  # off by default (a second e5 encoding)
+    conv = ConversationRouter(memory, AGENTS, router=recording,
+                              params=PolicyParams(with_previous=1.0, pair_encoded=True))
+    off = ConversationRouter(memory, AGENTS, router=recording)  # by default the pair is not encoded
     first = "이 파이썬 코드 리뷰해 주세요"
     assert conv.route(first, session="pair").agent == AGENTS[1]
     conv.add_reply("pair", "3번째 줄에 버그가 있어요.")  # encoded here, not in the next turn
@@ -211,7 +212,7 @@ def test_the_pair_read_ahead_decides_as_the_pair_read_inline(memory: Memory, emb
         encode_ahead = False
 
     e5 = E5SmallEmbedder()
-    paired = PolicyParams(with_previous=1.0)
+    paired = PolicyParams(with_previous=1.0, pair_encoded=True)
     ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
         embedder, lambda: e5, e5.model_id, e5.dimension)), params=paired)
     inline = Inline(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
@@ -241,4 +242,54 @@ def test_the_message_read_with_the_previous_turn_is_task_evidence() -> None:
     paired = replace(plain, with_previous=np.array([-1.0, 1.0, 0.0], dtype=np.float32))
     step = user_step(PolicyParams(with_previous=1.0), scores, allowed, 0, evidence, paired, 0.05)
     assert step.action == "revised" and step.current == 1
-    assert user_step(PolicyParams(), scores, allowed, 0, evidence, paired, 0.05).current == 0  # off by default
+    assert user_step(PolicyParams(with_previous=0.0), scores, allowed, 0, evidence, paired, 0.05).current == 0
+
+
+def test_by_default_the_pair_joins_the_two_turns_own_vectors(memory: Memory, embedder: CachedEmbedder) -> None:
+    e5 = E5SmallEmbedder()
+
+    def router(seen: list[str]) -> AgentRouter:  # a fresh, uncached encoder: every call is seen
+        return AgentRouter(embedder=Recording(LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id,
+                                                                    e5.dimension), seen.extend))
+
+    first, reply, follow = "이 파이썬 코드 리뷰해 주세요", "3번째 줄에 버그가 있어요.", "변수 이름도 봐 줘"
+    seen: list[str] = []
+    conv = ConversationRouter(memory, AGENTS, router=router(seen))
+    alone = ConversationRouter(memory, AGENTS, router=router([]), params=PolicyParams(with_previous=0.0))
+    for c, session in ((conv, "joined"), (alone, "alone"), (conv, "restarted")):
+        assert c.route(first, session=session).agent == AGENTS[1]
+        memory.add_message(session, "assistant", reply)
+    seen.clear()
+    stay = conv.route(follow, session="joined")
+    assert stay.action in ("stayed", "revised")
+    assert sorted(seen) == sorted([reply, follow])  # nothing read in pairs is encoded, nor the previous turn again
+    # a restarted process reads the previous turn's vector from the session's state, not from a cache
+    seen_after: list[str] = []
+    restarted = ConversationRouter(memory, AGENTS, router=router(seen_after))
+    seen_after.clear()  # (the catalogue's own encoding)
+    again = restarted.route(follow, session="restarted")
+    assert sorted(seen_after) == sorted([reply, follow])
+    assert (again.agent, again.action, again.scores) == (stay.agent, stay.action, stay.scores)
+    alone.route(follow, session="alone")
+
+    def evidence(session: str) -> dict[str, float]:
+        return memory.store.get_state("routing", session, "alice")["evidence"]
+
+    assert evidence("restarted") == evidence("joined") != evidence("alone")  # the pair is task evidence
+
+
+def test_a_stored_vector_is_read_only_for_its_own_text() -> None:
+    import base64
+
+    import numpy as np
+
+    from memroute.routing.conversation import _stored_vector, _text_key, joined
+
+    vector = np.array([0.6, 0.8, 0.0], dtype=np.float32)
+    state = {"vector": base64.b64encode(vector.astype("<f2").tobytes()).decode("ascii"), "vector_of": _text_key("a")}
+    assert np.allclose(_stored_vector(state, "a"), vector, atol=1e-3)  # type: ignore[arg-type]
+    assert _stored_vector(state, "b") is None  # another previous turn: not this vector
+    for broken in ("not base64!", "", "QUJD", "한국어", 3):  # corrupt, empty, an odd byte count, not ASCII, not text
+        assert _stored_vector({**state, "vector": broken}, "a") is None
+    both = joined(np.array([1.0, 0.0], dtype=np.float32), 4, np.array([0.0, 1.0], dtype=np.float32), 1)
+    assert np.isclose(np.linalg.norm(both), 1.0) and both[0] == pytest.approx(2 * both[1])  # sqrt(4) : sqrt(1)

@@ -85,16 +85,19 @@ class AgentRouter:
         """The precomputed catalogue (cached by agent id + version); call it to warm the cache."""
         return self.cache.index(agents)
 
-    def prepare(self, query: RouterQuery | str, *, vector: Future[Vectors] | None = None) -> PreparedQuery:
+    def prepare(self, query: RouterQuery | str, *, vector: Future[Vectors] | F32 | None = None) -> PreparedQuery:
         """The query as the strategies read it. ``vector``: its encoding started earlier by
-        :meth:`encode_ahead` (the rest is prepared while it runs)."""
+        :meth:`encode_ahead` (the rest is prepared while it runs), or a vector already made (nothing is
+        encoded)."""
         q = RouterQuery.of(query)
         text = q.query_text()
         types = content_types_of([c.name for c in q.content], [c.mime for c in q.content], [c.type for c in q.content])
         if not text and not types and not q.hints and not q.tags:
             raise InputError("the query is empty: give it text, content, hints or tags")
         prepared = PreparedQuery(text, tokenize(text) if text else [], types, q.tags, q.hints)
-        if vector is not None:
+        if isinstance(vector, np.ndarray):
+            prepared.vector = vector
+        elif vector is not None:
             prepared.vector = vector.result()[0]
         elif self.embedder is not None and text:
             prepared.vector = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]

@@ -14,6 +14,9 @@ The session's route (current agent, task evidence, last message read) is kept in
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -30,7 +33,7 @@ from memroute.embed.base import Vectors
 from memroute.embed.by_language import reads_strong
 from memroute.errors import InputError
 from memroute.routing.agents import check_agents
-from memroute.routing.composite import AgentRouter, ScoredQuery
+from memroute.routing.composite import EMBED_CHARS, AgentRouter, ScoredQuery
 from memroute.routing.cues import Cues, read_cues
 from memroute.routing.fitted import FittedRouting
 from memroute.routing.index import F32, CatalogueIndex
@@ -38,6 +41,7 @@ from memroute.routing.llm_assist import assist
 from memroute.routing.policy import Action, PolicyParams, Step, TurnFeatures, catalogue_scale, normalised, user_step
 from memroute.routing.query import AgentScore, RouterQuery
 from memroute.routing.strategies import PreparedQuery
+from memroute.text import tokenize
 from memroute.types import Agent, Message
 
 STATE_NAMESPACE = "routing"
@@ -47,6 +51,18 @@ REPLY_ROLES = frozenset({"assistant", "system", "bot", "agent"})
 """Roles of the conversation log whose turns the router reads as the agent's replies."""
 _PREPARED_KEEP = 1024
 """Replies encoded ahead (:meth:`ConversationRouter.add_reply`) kept for at most this many (~4 KB each)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Pair:
+    """A Japanese or Korean message read together with the previous user turn (``"previous\nmessage"``)."""
+
+    text: str
+    previous: str
+    encoded: Future[Vectors] | None = None
+    """Its own encoding, started ahead (``PolicyParams.pair_encoded``)."""
+    previous_vector: F32 | None = None
+    """Otherwise the previous turn's vector as that turn stored it, to be joined with the message's."""
 
 
 class ConversationLog(Protocol):
@@ -190,9 +206,9 @@ class ConversationRouter:
         recent = self.store.recent_messages(session, owner, self.context_window)
         current = self.index.position.get(str(state.get("current") or ""))
         evidence = self._load_evidence(state) if current is not None else None
-        # The message read with the previous user turn (task evidence if the turn stays) starts now too, on
-        # another core beside the message's own encoding, instead of after the stay test.
-        pair = self._pair_ahead(text, recent) if current is not None and self.params.with_previous else None
+        # The message read with the previous user turn (task evidence if the turn stays): the previous turn's
+        # stored vector, or, with ``pair_encoded``, the pair's own encoding started now beside the message's.
+        pair = self._pair_ahead(text, recent, state) if current is not None and self.params.with_previous else None
         last_seen = int(state.get("last_message_id") or 0)
         # The assistant's replies since the last routed message: their text is read now (cues), their
         # encoding only when the task's evidence is needed (below): a turn that switches starts new evidence.
@@ -227,14 +243,15 @@ class ConversationRouter:
             if replies and stays:
                 evidence = self._with_replies(evidence, replies)
             if stays and pair is not None:
-                features = self._with_previous(features, pair)
+                features = self._with_previous(features, pair, scored.query)
             step = self._step(scores, scored.allowed, current, evidence, features)
             current, evidence = step.current, step.evidence
             decision = self._decision(scored, step.action, current, previous, step.gap, step.margin,
                                       step.challenger, used_context, continuation, cues, analysis_cue)
-        if pair is not None and pair[1] is not None:
-            pair[1].cancel()  # a turn that switched (or had no words) does not need it: not started, not run
-        self._save(session, owner, state, current, evidence, recent, text)
+        if pair is not None and pair.encoded is not None:
+            pair.encoded.cancel()  # a turn that switched (or had no words) does not need it: not started, not run
+        own = scored.query.vector if self.params.with_previous and reads_strong(self.router.embedder, text) else None
+        self._save(session, owner, state, current, evidence, recent, text, own)
         return _with_latency(replace(decision, llm=records) if records else decision, start)
 
     def _step(self, scores: F32, allowed: npt.NDArray[np.bool_], current: int | None, evidence: F32 | None,
@@ -285,21 +302,34 @@ class ConversationRouter:
             evidence = evidence + self.params.assistant_weight * normalised(a.total, self.floor)
         return evidence
 
-    def _pair_ahead(self, text: str, recent: Sequence[Message]) -> tuple[str, Future[Vectors] | None] | None:
-        """A Japanese or Korean message with the previous user turn ("내일 세 시에 치과 잡아 줘\n응 그렇게 해"), its
-        encoding started on a worker thread beside the message's own (``None`` for other messages or a session
-        without a user turn)."""
+    def _pair_ahead(self, text: str, recent: Sequence[Message], state: dict[str, Any]) -> _Pair | None:
+        """A Japanese or Korean message with the previous user turn ("내일 세 시에 치과 잡아 줘\n응 그렇게 해"):
+        with ``pair_encoded`` its own encoding started on a worker thread beside the message's, otherwise the
+        previous turn's stored vector (``None`` for other messages or a session without a user turn)."""
         prior = [m.text for m in recent if m.role.lower() == "user" and m.text.strip()]
         if not prior or not reads_strong(self.router.embedder, text):
             return None
-        pair = f"{prior[-1]}\n{text}"
-        return pair, self.router.encode_ahead(pair) if self.encode_ahead else None
+        joined = f"{prior[-1]}\n{text}"
+        if self.params.pair_encoded:
+            return _Pair(joined, prior[-1], encoded=self.router.encode_ahead(joined) if self.encode_ahead else None)
+        return _Pair(joined, prior[-1], previous_vector=_stored_vector(state, prior[-1]))
 
-    def _with_previous(self, features: TurnFeatures, pair: tuple[str, Future[Vectors] | None]) -> TurnFeatures:
-        """The message read together with the previous user turn: its scores as task evidence (one more e5
-        encoding, started by :meth:`_pair_ahead`; only a turn that stays reads it)."""
-        text, vector = pair
-        scored = self.router.score(self.router.prepare(RouterQuery(text=text), vector=vector), self.index)
+    def _with_previous(self, features: TurnFeatures, pair: _Pair, message: PreparedQuery) -> TurnFeatures:
+        """The message read together with the previous user turn: its scores as task evidence (only a turn that
+        stays reads it). Its vector is the pair's own encoding (``pair_encoded``: one more e5 encoding, started
+        by :meth:`_pair_ahead`) or, by default, the two turns' own vectors joined (:func:`joined`): nothing is
+        encoded (the previous turn's vector is the one it stored; a turn this router did not route, e.g. after
+        the log was written by another program, is encoded or read from the embedding cache)."""
+        embedder = self.router.embedder
+        if self.params.pair_encoded or message.vector is None or embedder is None:
+            prepared = self.router.prepare(RouterQuery(text=pair.text), vector=pair.encoded)
+        else:
+            previous = pair.previous_vector
+            if previous is None or previous.shape != message.vector.shape:
+                previous = embedder.embed([pair.previous[:EMBED_CHARS]], side="query")[0]
+            vector = joined(previous, len(tokenize(pair.previous)), message.vector, len(message.tokens))
+            prepared = self.router.prepare(RouterQuery(text=pair.text), vector=vector)
+        scored = self.router.score(prepared, self.index)
         return replace(features, with_previous=normalised(scored.total, self.floor))
 
     def _load_evidence(self, state: dict[str, Any]) -> F32:
@@ -374,7 +404,7 @@ class ConversationRouter:
                                     conf, candidates, gap, margin, scores=scores)
 
     def _save(self, session: str, owner: str, state: dict[str, Any], current: int | None, evidence: F32 | None,
-              recent: Sequence[Message], text: str) -> None:
+              recent: Sequence[Message], text: str, vector: F32 | None = None) -> None:
         last_id = max([int(state.get("last_message_id") or 0), *(m.id for m in recent if m.id is not None)])
         if self.log_messages:
             self.store.add_messages([Message(session, "user", text, datetime.now(UTC), owner)])
@@ -387,7 +417,39 @@ class ConversationRouter:
             if evidence is not None:
                 keep = np.argsort(-evidence, kind="stable")[:_EVIDENCE_KEEP]
                 value["evidence"] = {self.agents[int(i)].id: round(float(evidence[i]), 5) for i in keep}
+        if vector is not None:  # the next turn reads the two turns together without encoding this one again
+            value["vector"] = base64.b64encode(vector.astype("<f2").tobytes()).decode("ascii")
+            value["vector_of"] = _text_key(text)
         self.store.put_state(STATE_NAMESPACE, session, value, owner)
+
+
+def joined(previous: F32, previous_words: int, message: F32, message_words: int) -> F32:
+    """The vector of two turns read together, from their own vectors: each weighted by the square root of its
+    token count (mean pooling over the joined text weighs a longer turn more, but its tokens also attend to each
+    other), normalised."""
+    out = math.sqrt(max(previous_words, 1)) * previous + math.sqrt(max(message_words, 1)) * message
+    norm = float(np.linalg.norm(out))
+    result: F32 = (out / norm if norm > 0 else out).astype(np.float32)
+    return result
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _stored_vector(state: dict[str, Any], text: str) -> F32 | None:
+    """The vector the session's last routed message stored, if that message is ``text``."""
+    stored = state.get("vector")
+    if not isinstance(stored, str) or state.get("vector_of") != _text_key(text):
+        return None
+    try:
+        raw = base64.b64decode(stored.encode("ascii"), validate=True)
+    except ValueError:
+        return None
+    if not raw or len(raw) % 2:
+        return None
+    vector: F32 = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+    return vector
 
 
 def _with_latency(decision: ConversationDecision, start: float) -> ConversationDecision:

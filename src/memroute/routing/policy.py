@@ -92,14 +92,18 @@ class PolicyParams:
     """Log-odds that the task moved to another agent between two user turns without the switch rule firing
     (about 1.8 %): it bounds how far an old task's evidence can lead, so a missed switch is caught by the
     following turns. Chosen on SGD dev (flat between -5 and -3.5 there)."""
-    with_previous: float = 0.0
+    with_previous: float = 1.0
     """Weight, in the task evidence of a turn that stays, of the message's scores read together with the
-    previous user turn (:attr:`TurnFeatures.with_previous`; only Japanese and Korean messages have them). Off by
-    default: it costs a second e5 encoding on such a turn. Its encoding starts beside the message's own, on the
-    second core (:meth:`memroute.routing.ConversationRouter.route`), yet near-quiet `memroute bench route` wall
-    p95 of a ja / ko turn is still 29-32 ms with it (19-21 without), over the 25 ms budget. At 1.0, ko / ja /
-    JMultiWOZ-TC dev rise 0.743 / 0.738 / 0.933 -> 0.749 / 0.764 / 0.949 (0.75 / 1.0 / 1.5 / 2.0 / 3.0 on the dev
-    splits: means within 0.006 of each other, Korean stay turns falling from 1.5 on; docs/benchmarks.md)."""
+    previous user turn (:attr:`TurnFeatures.with_previous`; only Japanese and Korean messages have them; 0 = off).
+    By default that reading costs no encoding: its vector joins the two turns' own vectors (``pair_encoded``).
+    Chosen on the dev splits of JMultiWOZ-TC and memroute's Japanese and Korean sets (docs/benchmarks.md, the
+    ninth pass): ko / ja / JMultiWOZ-TC (a third of its dialogues) 0.743 / 0.738 / 0.937 -> 0.749 / 0.755 /
+    0.945 at 1.0; the pair encoded as one text (a second e5 encoding, ~10 ms) gave 0.749 / 0.764 / 0.949 (whole
+    JMultiWOZ-TC dev)."""
+    pair_encoded: bool = False
+    """How the message read with the previous user turn gets its vector: encoded as one text (a second e5
+    encoding, ~10 ms of CPU) when true; otherwise the two turns' own vectors joined
+    (:func:`memroute.routing.conversation.joined`), nothing encoded."""
     assistant_weight: float = 1.0
     """Weight of an assistant turn in the task evidence (it never takes part in the switch test)."""
     context_weight: float = 0.5
