@@ -590,10 +590,20 @@ class MemoryIndex:
         The best score of each block of ``_BLOCK_ROWS`` rows (one contiguous pass) gives ``tau``, a score at least
         ``m`` rows reach; the rows at ``tau`` or above are filtered, and if ``limit`` of them pass, no row below can
         enter the answer (ties with the last one score the same, so they are among them). Else ``m`` grows as in
-        :meth:`_top_passing`. A time range is applied to every row first (two contiguous column passes), then the
-        few rows left go through :meth:`_top_passing`."""
+        :meth:`_top_passing`. Inside a time range the range's rows are read from the time-ordered copy, if the
+        index has one (:mod:`memroute.stores.time_copy`), else the range is applied to every row (contiguous column
+        passes); the few rows left go through :meth:`_top_passing`."""
         if flt.start is not None or flt.end is not None:
-            rows = np.flatnonzero((sums > 0) & self._in_time(slice(0, len(sums)), flt))
+            copy = self._time
+            a, b = (0, 0) if copy is None else copy.span(None if flt.start is None else to_micros(flt.start),
+                                                         None if flt.end is None else to_micros(flt.end))
+            if copy is not None and (b - a + len(sums) - copy.rows) * 2 < len(sums):
+                # the range's rows from the time-ordered copy (every row below its rows that is in a range is in
+                # it), and those put after it: a month of 1M rows is 40k scores read, not three passes over 1M
+                rows = np.concatenate([copy.order[a:b], np.arange(copy.rows, len(sums))])
+            else:
+                rows = np.flatnonzero((sums > 0) & self._in_time(slice(0, len(sums)), flt))
+            rows = rows[sums[rows] > 0]
             return self._top_passing(rows, sums[rows], limit, flt, owner)
         whole = len(sums) - len(sums) % _BLOCK_ROWS
         blocks = sums[:whole].reshape(-1, _BLOCK_ROWS).max(axis=1)
