@@ -534,9 +534,28 @@ class MemoryIndex:
                 return []
             cand, sums = found
             self._last_bm25 = (key, cand, sums)
+        if flt.start is not None or flt.end is not None:
+            rows = self._copy_rows_in_range(flt, len(sums))
+            if rows is not None:
+                rows = rows[sums[rows] > 0]
+                return self._top_passing(rows, sums[rows], limit, flt, owner)
         if len(cand) * _DENSE_SHARE >= len(sums):
             return self._top_scored(sums, limit, flt, owner)
         return self._top_passing(cand, sums[cand], limit, flt, owner)
+
+    def _copy_rows_in_range(self, flt: SearchFilter, rows: int) -> npt.NDArray[np.int64] | None:
+        """Every slot below ``rows`` that may be inside ``flt``'s time range, from the time-ordered copy (every slot
+        below its rows that is in a range is in it; the slots put after it are all given): a month of 1M rows is
+        ~40k slots, against a filter of every posting's row or passes over every row. ``None`` without a copy, or
+        for a range that holds half the rows or more."""
+        copy = self._time
+        if copy is None:
+            return None
+        a, b = copy.span(None if flt.start is None else to_micros(flt.start),
+                         None if flt.end is None else to_micros(flt.end))
+        if (b - a + rows - copy.rows) * 2 >= rows:
+            return None
+        return np.concatenate([copy.order[a:b], np.arange(copy.rows, rows)])
 
     def _bm25_scores(self, tokens: Sequence[str], w_own: float, w_ctx: float,
                      avgdl: float) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]] | None:
@@ -590,20 +609,11 @@ class MemoryIndex:
         The best score of each block of ``_BLOCK_ROWS`` rows (one contiguous pass) gives ``tau``, a score at least
         ``m`` rows reach; the rows at ``tau`` or above are filtered, and if ``limit`` of them pass, no row below can
         enter the answer (ties with the last one score the same, so they are among them). Else ``m`` grows as in
-        :meth:`_top_passing`. Inside a time range the range's rows are read from the time-ordered copy, if the
-        index has one (:mod:`memroute.stores.time_copy`), else the range is applied to every row (contiguous column
-        passes); the few rows left go through :meth:`_top_passing`."""
+        :meth:`_top_passing`. A time range is applied to every row first (contiguous column passes), then the few
+        rows left go through :meth:`_top_passing` (:meth:`search_bm25` takes a small range's rows from the
+        time-ordered copy instead, when the index has one)."""
         if flt.start is not None or flt.end is not None:
-            copy = self._time
-            a, b = (0, 0) if copy is None else copy.span(None if flt.start is None else to_micros(flt.start),
-                                                         None if flt.end is None else to_micros(flt.end))
-            if copy is not None and (b - a + len(sums) - copy.rows) * 2 < len(sums):
-                # the range's rows from the time-ordered copy (every row below its rows that is in a range is in
-                # it), and those put after it: a month of 1M rows is 40k scores read, not three passes over 1M
-                rows = np.concatenate([copy.order[a:b], np.arange(copy.rows, len(sums))])
-            else:
-                rows = np.flatnonzero((sums > 0) & self._in_time(slice(0, len(sums)), flt))
-            rows = rows[sums[rows] > 0]
+            rows = np.flatnonzero((sums > 0) & self._in_time(slice(0, len(sums)), flt))
             return self._top_passing(rows, sums[rows], limit, flt, owner)
         whole = len(sums) - len(sums) % _BLOCK_ROWS
         blocks = sums[:whole].reshape(-1, _BLOCK_ROWS).max(axis=1)
