@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -24,6 +25,16 @@ def impacts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "kept":
         monkeypatch.setattr(memory_index._Impacts, "MIN_POSTINGS", 1)
         monkeypatch.setattr(memory_index._Impacts, "MAX_POSTINGS", 3000)
+
+
+@pytest.fixture(autouse=True, params=["as set", "every row's score", "the postings' scores"])
+def cut(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test also with the best rows always cut from every row's score (``_top_scored``) and always from the
+    postings' own scores (``_top_passing``)."""
+    if request.param == "every row's score":
+        monkeypatch.setattr(memory_index, "_DENSE_SHARE", 10**9)
+    elif request.param == "the postings' scores":
+        monkeypatch.setattr(memory_index, "_DENSE_SHARE", 0)
 
 
 def corpus(n: int, seed: int) -> list[tuple[str, str, list[str], list[str]]]:
@@ -152,3 +163,30 @@ def test_bm25_searches_at_once_from_several_threads() -> None:
         thread.join()
     for t, lists in got.items():
         assert lists == (want[t % 3 :] * 3)
+
+
+def test_bm25_inside_a_time_range_is_its_search_without_the_range_filtered_by_time() -> None:
+    """Rows with and without a time, some deleted; ranges of a day to most of the rows, an end that is a row's own
+    time (inclusive), and a range that holds none of an owner's rows, at limits that make the cut grow."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = corpus(3000, 6)
+    index = MemoryIndex(4)
+    when: dict[str, datetime | None] = {}
+    for r, (owner, session, own, ctx) in enumerate(rows, start=1):
+        at = None if r % 13 == 0 else t0 + timedelta(minutes=int(np.random.default_rng([6, r]).integers(0, 90_000)))
+        when[f"m{r}"] = at
+        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session, occurred_at=at)),
+                  np.ones(4, dtype=np.float32) / 2, own, ctx)
+    for r in range(3, 3000, 17):
+        index.remove(r)
+    ranges = [(t0, t0 + timedelta(days=1)), (t0 + timedelta(days=10), t0 + timedelta(days=40)),
+              (None, t0 + timedelta(days=55)), (t0 + timedelta(days=5), None), (t0 - timedelta(days=9), t0),
+              (t0, when["m100"])]
+    for terms in (["c0", "c1", "c2", "c3"], ["r5", "c0", "w1"], ["w2", "w3", "c1"], ["c2"]):
+        for start, end in ranges:
+            for owner, limit in (("o0", 3), ("o1", 40), ("o2", 400)):
+                got = index.search_bm25(terms, SearchFilter(owner=owner, start=start, end=end), limit, WEIGHTS)
+                every = index.search_bm25(terms, SearchFilter(owner=owner), 3000, WEIGHTS)
+                want = [h for h in every if (at := when[h.id]) is not None and (start is None or at >= start)
+                        and (end is None or at <= end)][:limit]
+                assert got == want, (terms, start, end, owner, limit)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memroute.stores import index_files, time_copy
+from memroute.stores import index_files, memory_index, time_copy
 from memroute.stores.base import MemoryRecord
 from memroute.stores.sqlite import SQLiteStore
 from memroute.stores.time_copy import TimeCopy
@@ -130,9 +130,12 @@ def check_ranges(store: SQLiteStore, db: Path, queries: int = 30) -> None:
         ref.close()
 
 
-@pytest.mark.parametrize("first_k", [4, 256])
-def test_time_ranges_answer_as_the_exact_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_k: int) -> None:
+@pytest.mark.parametrize(("first_k", "dense_share"), [(4, 10**9), (256, 4)])
+def test_time_ranges_answer_as_the_exact_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_k: int,
+                                              dense_share: int) -> None:
     monkeypatch.setattr(time_copy, "FIRST_K", first_k)  # 4: the bound fails at first and the rescored rows grow
+    # 10**9: every BM25 search cuts its best rows from every row's score (a small range's rows come from the copy)
+    monkeypatch.setattr(memory_index, "_DENSE_SHARE", dense_share)
     uses = Uses(monkeypatch)
     db = tmp_path / "m.db"
     store = saved(db)
