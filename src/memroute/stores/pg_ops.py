@@ -30,6 +30,7 @@ from memroute.stores.pg_bm25 import (
     CHANGED_ROWS,
     CHANGED_SQL,
     DEAD_ROWS,
+    DEAD_SQL,
     DEFAULT_AVGDL,
     MERGE_BLOCKS_SQL,
     MERGE_ROWS,
@@ -318,18 +319,19 @@ class PgOperations:
         return True
 
     def op_merge_blocks(self) -> Op[None]:
-        """Fold the rows changed since the BM25 blocks were built into new blocks; rebuild them all from the
-        postings once ``DEAD_ROWS`` deleted rows are listed (:mod:`memroute.stores.pg_bm25`)."""
-        try_lock, lock, merge, count = MERGE_BLOCKS_SQL
+        """Fold the rows changed since the BM25 blocks were built into new blocks; past ``DEAD_ROWS`` deleted
+        rows listed, rebuild them all from the postings instead (:mod:`memroute.stores.pg_bm25`)."""
+        try_lock, lock, merge = MERGE_BLOCKS_SQL
         if not (yield Sql(try_lock, (BLOCKS_LOCK_ID,)))[0][0]:
             return  # another process is at it
+        if int((yield Sql(DEAD_SQL))[0][0]) > DEAD_ROWS:
+            yield from self.op_build_blocks()  # holds no writer while it packs: not after a merge's lock
+            return
         yield Sql(lock)
         yield Sql(merge)
-        if int((yield Sql(count))[0][0]) > DEAD_ROWS:
-            yield from self.op_build_blocks()
 
     def op_build_blocks(self) -> Op[None]:
-        """Rebuild every BM25 block from the postings."""
+        """Rebuild every BM25 block from the postings (writers wait only for its last statement)."""
         lock, *rest = BUILD_BLOCKS_SQL
         yield Sql(lock, (BLOCKS_LOCK_ID,))
         for statement in rest:
