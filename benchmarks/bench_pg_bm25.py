@@ -4,6 +4,7 @@
     python -m benchmarks.bench_pg_bm25 measure URL OUT   # time BM25 and hybrid search; write OUT (JSON)
     python -m benchmarks.bench_pg_bm25 reference URL OUT # exact BM25 over every matching row (no index)
     python -m benchmarks.bench_pg_bm25 compare A B       # top-10 overlap of two measurements
+    python -m benchmarks.bench_pg_bm25 rebuild URL       # how long writes and searches wait for a blocks rebuild
 
 ``load`` writes the memories of :func:`memroute.eval.bench_corpus.bench_corpus` (distinct real texts, then
 distinct combinations of two; their cached ``use-m3`` vectors, :func:`corpus_vectors`) with ``bulk_load``
@@ -15,6 +16,9 @@ and ``Memory.search(mode="hybrid")`` (embedding, both searches, fusion, loading)
 this process, and keeps every top 10 so that two runs (before and after a change) can be compared. The
 first searches pay the collection statistics and document frequencies, as in ``memroute bench store``.
 Run ``measure`` with another ``PYTHONPATH`` to measure another version of memroute on the same rows.
+``rebuild`` packs the BM25 blocks again from the postings (what a store does past ``DEAD_ROWS`` deleted rows)
+while one thread writes a memory at a time (owner ``rebuild-writer``, one statement each, deleted afterwards)
+and another runs the bench queries' BM25 searches: each write's and search's wall time during the rebuild.
 """
 
 from __future__ import annotations
@@ -142,6 +146,65 @@ def reference(url: str, out: Path) -> None:
     out.write_text(json.dumps({k: {"top10": v} for k, v in tops.items()}), encoding="utf-8")
 
 
+def rebuild(url: str) -> None:
+    import threading
+
+    from memroute.stores import open_store
+    from memroute.types import MemoryItem, SearchFilter
+
+    queries = [tokenize(q) for q in bench_corpus(1, QUERIES).queries]
+    store = open_store(url)
+    dim = int(store.stats().dimension or 0)
+    flt = SearchFilter(owner="owner-0")
+    rng = np.random.default_rng(0)
+    stop = threading.Event()
+    writes: list[tuple[float, float]] = []  # (start, end) of each call
+    searches: list[tuple[float, float]] = []
+    ids: list[str] = []
+
+    def write() -> None:
+        while not stop.is_set():
+            mid = f"rw{len(ids)}"
+            vec = rng.standard_normal(dim).astype(np.float32)
+            record = MemoryRecord(MemoryItem(id=mid, owner="rebuild-writer", text=f"rebuild writer note {mid}"),
+                                  ["rebuild", "writer", "note", mid], vec / np.linalg.norm(vec))
+            t = time.perf_counter()
+            store.upsert([record])
+            writes.append((t, time.perf_counter()))
+            ids.append(mid)
+
+    def search() -> None:
+        k = 0
+        while not stop.is_set():
+            t = time.perf_counter()
+            store.search_bm25(queries[k % len(queries)], flt, 10)
+            searches.append((t, time.perf_counter()))
+            k += 1
+
+    result: dict[str, Any] = {"memories": store.count(), "started": datetime.now(UTC).isoformat("T", "seconds"),
+                              "load_average_start": os.getloadavg()}
+    threads = [threading.Thread(target=write), threading.Thread(target=search)]
+    for th in threads:
+        th.start()
+    time.sleep(2.0)
+    b0 = time.perf_counter()
+    store._run("rebuild the BM25 blocks", store.op_build_blocks())  # type: ignore[attr-defined]
+    b1 = time.perf_counter()
+    result["rebuild_s"] = round(b1 - b0, 1)
+    time.sleep(1.0)
+    stop.set()
+    for th in threads:
+        th.join()
+    for name, calls in (("writes", writes), ("searches", searches)):
+        during = [(end - start) * 1000 for start, end in calls if start < b1 and end > b0]  # overlapping it
+        result[f"{name}_during"] = len(during)
+        result[f"{name}_ms"] = _pct(during) if during else None
+    result["load_average_end"] = os.getloadavg()
+    store.delete(ids, "rebuild-writer")
+    store.close()
+    print(json.dumps(result))
+
+
 def compare(a: Path, b: Path) -> None:
     ra, rb = (json.loads(p.read_text(encoding="utf-8")) for p in (a, b))
     for name in ("bm25", "bm25_ctx", "hybrid"):
@@ -172,6 +235,8 @@ if __name__ == "__main__":
     p = sub.add_parser("reference")
     p.add_argument("url")
     p.add_argument("out", type=Path)
+    p = sub.add_parser("rebuild")
+    p.add_argument("url")
     p = sub.add_parser("compare")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
@@ -180,6 +245,8 @@ if __name__ == "__main__":
         load(args.url, args.n)
     elif args.command == "measure":
         measure(args.url, args.out)
+    elif args.command == "rebuild":
+        rebuild(args.url)
     elif args.command == "reference":
         reference(args.url, args.out)
     else:
