@@ -5,6 +5,7 @@
     python -m benchmarks.bench_pg_bm25 reference URL OUT # exact BM25 over every matching row (no index)
     python -m benchmarks.bench_pg_bm25 compare A B       # top-10 overlap of two measurements
     python -m benchmarks.bench_pg_bm25 rebuild URL       # how long writes and searches wait for a blocks rebuild
+    python -m benchmarks.bench_pg_bm25 vectors URL OUT   # the HNSW graph's recall against exact vector search
 
 ``load`` writes the memories of :func:`memroute.eval.bench_corpus.bench_corpus` (distinct real texts, then
 distinct combinations of two; their cached ``use-m3`` vectors, :func:`corpus_vectors`) with ``bulk_load``
@@ -19,6 +20,9 @@ Run ``measure`` with another ``PYTHONPATH`` to measure another version of memrou
 ``rebuild`` packs the BM25 blocks again from the postings (what a store does past ``DEAD_ROWS`` deleted rows)
 while one thread writes a memory at a time (owner ``rebuild-writer``, one statement each, deleted afterwards)
 and another runs the bench queries' BM25 searches: each write's and search's wall time during the rebuild.
+``vectors`` runs the hybrid queries' vector search as hybrid search asks for it (the same filter, ``limit``
+40) exactly and through the HNSW graph at several ``hnsw.ef_search``: recall@10 and @40 of the graph against
+the exact search, and each one's wall time.
 """
 
 from __future__ import annotations
@@ -205,6 +209,51 @@ def rebuild(url: str) -> None:
     print(json.dumps(result))
 
 
+EF_SEARCH = (None, 40, 80, 160, 320)
+"""``hnsw.ef_search`` values ``vectors`` tries (None: the store's own choice for the limit)."""
+
+
+def vectors(url: str, out: Path) -> None:
+    from memroute.eval.store_bench import _with_option
+    from memroute.stores import open_store
+
+    texts = bench_corpus(1, QUERIES).queries[:HYBRID]
+    embedder = get_embedder().inner
+    qvecs = embedder.embed(texts, side="query")
+    mem = Memory.open(url, owner="owner-0", embedder=embedder)
+    flt, depth = mem.filter(), 40  # what Memory.search(mode="hybrid", limit=10) asks of the vector search
+    result: dict[str, Any] = {"memories": mem.store.count(), "started": datetime.now(UTC).isoformat("T", "seconds"),
+                              "load_average_start": os.getloadavg()}
+    exact, ms = [], []
+    for vec in qvecs:
+        t = time.perf_counter()
+        exact.append([h.id for h in mem.store.search_vector(vec, flt, depth, exact=True)])  # type: ignore[call-arg]
+        ms.append((time.perf_counter() - t) * 1000)
+    result["exact"] = {"wall_ms": _pct(ms), "top": exact}
+    for ef in EF_SEARCH:
+        store = mem.store if ef is None else open_store(_with_option(url, f"-c hnsw.ef_search={ef}"))
+        found10 = found40 = 0
+        ms, tops = [], []
+        for vec, truth in zip(qvecs, exact, strict=True):
+            t = time.perf_counter()
+            got = [h.id for h in store.search_vector(vec, flt, depth, exact=False)]  # type: ignore[call-arg]
+            ms.append((time.perf_counter() - t) * 1000)
+            found10 += len(set(truth[:10]) & set(got[:10]))
+            found40 += len(set(truth) & set(got))
+            tops.append(got)
+        if store is not mem.store:
+            store.close()
+        result[f"ef_{ef or 'store'}"] = {"recall@10": round(found10 / (10 * len(exact)), 4),
+                                         "recall@40": round(found40 / (depth * len(exact)), 4),
+                                         "wall_ms": _pct(ms), "top": tops}
+    result["load_average_end"] = os.getloadavg()
+    result["finished"] = datetime.now(UTC).isoformat("T", "seconds")
+    mem.close()
+    out.write_text(json.dumps(result), encoding="utf-8")
+    print(json.dumps({k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if kk != "top"})
+                      for k, v in result.items()}))
+
+
 def compare(a: Path, b: Path) -> None:
     ra, rb = (json.loads(p.read_text(encoding="utf-8")) for p in (a, b))
     for name in ("bm25", "bm25_ctx", "hybrid"):
@@ -237,6 +286,9 @@ if __name__ == "__main__":
     p.add_argument("out", type=Path)
     p = sub.add_parser("rebuild")
     p.add_argument("url")
+    p = sub.add_parser("vectors")
+    p.add_argument("url")
+    p.add_argument("out", type=Path)
     p = sub.add_parser("compare")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
@@ -247,6 +299,8 @@ if __name__ == "__main__":
         measure(args.url, args.out)
     elif args.command == "rebuild":
         rebuild(args.url)
+    elif args.command == "vectors":
+        vectors(args.url, args.out)
     elif args.command == "reference":
         reference(args.url, args.out)
     else:
