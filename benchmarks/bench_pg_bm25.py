@@ -22,7 +22,8 @@ while one thread writes a memory at a time (owner ``rebuild-writer``, one statem
 and another runs the bench queries' BM25 searches: each write's and search's wall time during the rebuild.
 ``vectors`` runs the hybrid queries' vector search as hybrid search asks for it (the same filter, ``limit``
 40) exactly and through the HNSW graph at several ``hnsw.ef_search``: recall@10 and @40 of the graph against
-the exact search, and each one's wall time.
+the exact search, each one's wall time, and how often hybrid search's top 10 (the BM25 list and the vector
+list fused as ``Memory.search`` fuses them) is the one it gives with the exact vector list.
 """
 
 from __future__ import annotations
@@ -209,48 +210,61 @@ def rebuild(url: str) -> None:
     print(json.dumps(result))
 
 
-EF_SEARCH = (None, 40, 80, 160, 320)
-"""``hnsw.ef_search`` values ``vectors`` tries (None: the store's own choice for the limit)."""
+EF_SEARCH = (None, 40, 80, 120, 160, 320)
+"""``hnsw.ef_search`` values ``vectors`` sets (None: the store's own choice for the limit)."""
 
 
 def vectors(url: str, out: Path) -> None:
-    from memroute.eval.store_bench import _with_option
-    from memroute.stores import open_store
+    from memroute.retrieval.fusion import rrf
+    from memroute.stores import pg_ops
+    from memroute.text import query_terms
+
+    def fused(bm25: list[Any], vector: list[Any]) -> list[str]:
+        return [mid for mid, _ in sorted(rrf([bm25, vector]).items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
 
     texts = bench_corpus(1, QUERIES).queries[:HYBRID]
     embedder = get_embedder().inner
     qvecs = embedder.embed(texts, side="query")
     mem = Memory.open(url, owner="owner-0", embedder=embedder)
-    flt, depth = mem.filter(), 40  # what Memory.search(mode="hybrid", limit=10) asks of the vector search
-    result: dict[str, Any] = {"memories": mem.store.count(), "started": datetime.now(UTC).isoformat("T", "seconds"),
+    store, flt, depth = mem.store, mem.filter(), 40  # what Memory.search(mode="hybrid", limit=10) asks for
+    result: dict[str, Any] = {"memories": store.count(), "started": datetime.now(UTC).isoformat("T", "seconds"),
                               "load_average_start": os.getloadavg()}
-    exact, ms = [], []
-    for vec in qvecs:
+    exact, ms, bm25, hybrid = [], [], [], []
+    for text, vec in zip(texts, qvecs, strict=True):
+        bm25.append(store.search_bm25(query_terms(text), flt, depth))
         t = time.perf_counter()
-        exact.append([h.id for h in mem.store.search_vector(vec, flt, depth, exact=True)])  # type: ignore[call-arg]
+        hits = store.search_vector(vec, flt, depth, exact=True)  # type: ignore[call-arg]
         ms.append((time.perf_counter() - t) * 1000)
-    result["exact"] = {"wall_ms": _pct(ms), "top": exact}
+        exact.append([h.id for h in hits])
+        hybrid.append(fused(bm25[-1], hits))
+    result["exact"] = {"wall_ms": _pct(ms), "top": exact, "hybrid_top10": hybrid}
+    own = pg_ops.vector_settings
     for ef in EF_SEARCH:
-        store = mem.store if ef is None else open_store(_with_option(url, f"-c hnsw.ef_search={ef}"))
-        found10 = found40 = 0
+        if ef is not None:  # the store's statement, at this depth exactly
+            pg_ops.vector_settings = (  # type: ignore[assignment]
+                lambda exact, limit, ef=ef: "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+                f"set_config('hnsw.ef_search', '{ef}', true)")
+        found10 = found40 = same = 0
         ms, tops = [], []
-        for vec, truth in zip(qvecs, exact, strict=True):
+        for vec, truth, lexical, best in zip(qvecs, exact, bm25, hybrid, strict=True):
             t = time.perf_counter()
-            got = [h.id for h in store.search_vector(vec, flt, depth, exact=False)]  # type: ignore[call-arg]
+            hits = store.search_vector(vec, flt, depth, exact=False)  # type: ignore[call-arg]
             ms.append((time.perf_counter() - t) * 1000)
+            got = [h.id for h in hits]
             found10 += len(set(truth[:10]) & set(got[:10]))
             found40 += len(set(truth) & set(got))
+            same += fused(lexical, hits) == best
             tops.append(got)
-        if store is not mem.store:
-            store.close()
+        pg_ops.vector_settings = own
         result[f"ef_{ef or 'store'}"] = {"recall@10": round(found10 / (10 * len(exact)), 4),
                                          "recall@40": round(found40 / (depth * len(exact)), 4),
+                                         "hybrid_same_as_exact": f"{same} / {len(exact)}",
                                          "wall_ms": _pct(ms), "top": tops}
     result["load_average_end"] = os.getloadavg()
     result["finished"] = datetime.now(UTC).isoformat("T", "seconds")
     mem.close()
     out.write_text(json.dumps(result), encoding="utf-8")
-    print(json.dumps({k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if kk != "top"})
+    print(json.dumps({k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if "top" not in kk})
                       for k, v in result.items()}))
 
 
