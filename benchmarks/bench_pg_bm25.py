@@ -5,7 +5,7 @@
     python -m benchmarks.bench_pg_bm25 reference URL OUT # exact BM25 over every matching row (no index)
     python -m benchmarks.bench_pg_bm25 compare A B       # top-10 overlap of two measurements
     python -m benchmarks.bench_pg_bm25 rebuild URL       # how long writes and searches wait for a blocks rebuild
-    python -m benchmarks.bench_pg_bm25 vectors URL OUT   # the HNSW graph's recall against exact vector search
+    python -m benchmarks.bench_pg_bm25 vectors URL OUT [--queries N]  # HNSW recall against exact search
 
 ``load`` writes the memories of :func:`memroute.eval.bench_corpus.bench_corpus` (distinct real texts, then
 distinct combinations of two; their cached ``use-m3`` vectors, :func:`corpus_vectors`) with ``bulk_load``
@@ -214,7 +214,7 @@ EF_SEARCH = (None, 40, 80, 120, 160, 320)
 """``hnsw.ef_search`` values ``vectors`` sets (None: the store's own choice for the limit)."""
 
 
-def vectors(url: str, out: Path) -> None:
+def vectors(url: str, out: Path, queries: int = HYBRID) -> None:
     from memroute.retrieval.fusion import rrf
     from memroute.stores import pg_ops
     from memroute.text import query_terms
@@ -222,7 +222,7 @@ def vectors(url: str, out: Path) -> None:
     def fused(bm25: list[Any], vector: list[Any]) -> list[str]:
         return [mid for mid, _ in sorted(rrf([bm25, vector]).items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
 
-    texts = bench_corpus(1, QUERIES).queries[:HYBRID]
+    texts = bench_corpus(1, QUERIES).queries[:queries]
     embedder = get_embedder().inner
     qvecs = embedder.embed(texts, side="query")
     mem = Memory.open(url, owner="owner-0", embedder=embedder)
@@ -303,6 +303,7 @@ if __name__ == "__main__":
     p = sub.add_parser("vectors")
     p.add_argument("url")
     p.add_argument("out", type=Path)
+    p.add_argument("--queries", type=int, default=HYBRID, help="the first N hybrid queries (exact search is slow)")
     p = sub.add_parser("compare")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
@@ -314,7 +315,7 @@ if __name__ == "__main__":
     elif args.command == "rebuild":
         rebuild(args.url)
     elif args.command == "vectors":
-        vectors(args.url, args.out)
+        vectors(args.url, args.out, args.queries)
     elif args.command == "reference":
         reference(args.url, args.out)
     else:
