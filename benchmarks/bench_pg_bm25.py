@@ -214,10 +214,14 @@ EF_SEARCH = (None, 40, 80, 120, 160, 320)
 """``hnsw.ef_search`` values ``vectors`` sets (None: the store's own choice for the limit)."""
 
 
-def vectors(url: str, out: Path, queries: int = HYBRID) -> None:
+def vectors(url: str, out: Path, queries: int = HYBRID, exact_from: Path | None = None,
+            exact_only: bool = False) -> None:
+    """``exact_only``: stop after the exact searches (OUT keeps them); ``exact_from``: take them from such a
+    file (the exact scan at 1M takes seconds a query, and needs no graph: it can run while the graph is built)."""
     from memroute.retrieval.fusion import rrf
     from memroute.stores import pg_ops
     from memroute.text import query_terms
+    from memroute.types import ScoredId
 
     def fused(bm25: list[Any], vector: list[Any]) -> list[str]:
         return [mid for mid, _ in sorted(rrf([bm25, vector]).items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
@@ -230,16 +234,25 @@ def vectors(url: str, out: Path, queries: int = HYBRID) -> None:
     result: dict[str, Any] = {"memories": store.count(), "started": datetime.now(UTC).isoformat("T", "seconds"),
                               "load_average_start": os.getloadavg()}
     exact, ms, bm25, hybrid = [], [], [], []
+    if exact_from is not None:
+        earlier = json.loads(exact_from.read_text(encoding="utf-8"))["exact"]
+        exact, hybrid = earlier["top"][:queries], earlier["hybrid_top10"][:queries]
+        bm25 = [[ScoredId(mid, 0.0) for mid in ids] for ids in earlier["bm25"][:queries]]  # rrf reads the order
+        result["exact"] = {**earlier, "from": str(exact_from)}
     for text, vec in zip(texts, qvecs, strict=True):
+        if exact_from is not None:
+            break
         bm25.append(store.search_bm25(query_terms(text), flt, depth))
         t = time.perf_counter()
         hits = store.search_vector(vec, flt, depth, exact=True)  # type: ignore[call-arg]
         ms.append((time.perf_counter() - t) * 1000)
         exact.append([h.id for h in hits])
         hybrid.append(fused(bm25[-1], hits))
-    result["exact"] = {"wall_ms": _pct(ms), "top": exact, "hybrid_top10": hybrid}
+    if exact_from is None:
+        result["exact"] = {"wall_ms": _pct(ms), "top": exact, "hybrid_top10": hybrid,
+                           "bm25": [[h.id for h in hits] for hits in bm25]}
     own = pg_ops.vector_settings
-    for ef in EF_SEARCH:
+    for ef in () if exact_only else EF_SEARCH:
         if ef is not None:  # the store's statement, at this depth exactly
             pg_ops.vector_settings = (  # type: ignore[assignment]
                 lambda exact, limit, ef=ef: "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
@@ -264,7 +277,8 @@ def vectors(url: str, out: Path, queries: int = HYBRID) -> None:
     result["finished"] = datetime.now(UTC).isoformat("T", "seconds")
     mem.close()
     out.write_text(json.dumps(result), encoding="utf-8")
-    print(json.dumps({k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if "top" not in kk})
+    lists = ("top", "hybrid_top10", "bm25")
+    print(json.dumps({k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if kk not in lists})
                       for k, v in result.items()}))
 
 
@@ -304,6 +318,8 @@ if __name__ == "__main__":
     p.add_argument("url")
     p.add_argument("out", type=Path)
     p.add_argument("--queries", type=int, default=HYBRID, help="the first N hybrid queries (exact search is slow)")
+    p.add_argument("--exact-only", action="store_true", help="only the exact searches, kept in OUT")
+    p.add_argument("--exact-from", type=Path, help="the exact searches from an earlier OUT")
     p = sub.add_parser("compare")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
@@ -315,7 +331,7 @@ if __name__ == "__main__":
     elif args.command == "rebuild":
         rebuild(args.url)
     elif args.command == "vectors":
-        vectors(args.url, args.out, args.queries)
+        vectors(args.url, args.out, args.queries, args.exact_from, args.exact_only)
     elif args.command == "reference":
         reference(args.url, args.out)
     else:
