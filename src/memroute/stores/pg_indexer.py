@@ -13,7 +13,7 @@ back; another process, or the next write, moves those rows). Several processes m
 another one is moving are skipped (``FOR UPDATE SKIP LOCKED``).
 
 The same thread rebuilds the BM25 blocks from the postings when a writer's fold finds too many deleted rows
-listed (:data:`memroute.stores.pg_bm25.BUILD_BLOCKS_SQL`: 46-52 s at 1M memories, during which writes and
+listed (:data:`memroute.stores.pg_bm25.BUILD_BLOCKS_SQL`: 18-52 s at 1M memories, during which writes and
 searches go on), so that the write that crossed the limit returns at once. Cancelled by closing the store
 (rolled back: the blocks and the changed list stay as they were, exact, and the next fold asks again).
 """

@@ -272,7 +272,7 @@ class PostgresStore(PgOperations):
     def _fold_blocks(self, changed: int) -> None:
         """Count ``changed`` rows written or deleted; once this process has changed ``MERGE_ROWS`` of them, fold the
         changed rows into the BM25 blocks (:meth:`PgOperations.op_merge_blocks`); past ``DEAD_ROWS`` deleted rows
-        listed, the background indexer's thread rebuilds them (46-52 s at 1M; here, without that thread)."""
+        listed, the background indexer's thread rebuilds them (18-52 s at 1M; here, without that thread)."""
         if self.blocks_lag(changed) and self._run("fold changed memories into the BM25 blocks",
                                                   self.op_merge_blocks()):
             if self._indexer is not None:
