@@ -4,6 +4,8 @@
     python -m benchmarks.bench_pg_bm25 measure URL OUT   # time BM25 and hybrid search; write OUT (JSON)
     python -m benchmarks.bench_pg_bm25 reference URL OUT # exact BM25 over every matching row (no index)
     python -m benchmarks.bench_pg_bm25 compare A B       # top-10 overlap of two measurements
+    python -m benchmarks.bench_pg_bm25 rebuild URL       # how long writes and searches wait for a blocks rebuild
+    python -m benchmarks.bench_pg_bm25 vectors URL OUT [--queries N]  # HNSW recall against exact search
 
 ``load`` writes the memories of :func:`memroute.eval.bench_corpus.bench_corpus` (distinct real texts, then
 distinct combinations of two; their cached ``use-m3`` vectors, :func:`corpus_vectors`) with ``bulk_load``
@@ -15,6 +17,13 @@ and ``Memory.search(mode="hybrid")`` (embedding, both searches, fusion, loading)
 this process, and keeps every top 10 so that two runs (before and after a change) can be compared. The
 first searches pay the collection statistics and document frequencies, as in ``memroute bench store``.
 Run ``measure`` with another ``PYTHONPATH`` to measure another version of memroute on the same rows.
+``rebuild`` packs the BM25 blocks again from the postings (what a store does past ``DEAD_ROWS`` deleted rows)
+while one thread writes a memory at a time (owner ``rebuild-writer``, one statement each, deleted afterwards)
+and another runs the bench queries' BM25 searches: each write's and search's wall time during the rebuild.
+``vectors`` runs the hybrid queries' vector search as hybrid search asks for it (the same filter, ``limit``
+40) exactly and through the HNSW graph at several ``hnsw.ef_search``: recall@10 and @40 of the graph against
+the exact search, each one's wall time, and how often hybrid search's top 10 (the BM25 list and the vector
+list fused as ``Memory.search`` fuses them) is the one it gives with the exact vector list.
 """
 
 from __future__ import annotations
@@ -142,6 +151,137 @@ def reference(url: str, out: Path) -> None:
     out.write_text(json.dumps({k: {"top10": v} for k, v in tops.items()}), encoding="utf-8")
 
 
+def rebuild(url: str) -> None:
+    import threading
+
+    from memroute.stores import open_store
+    from memroute.types import MemoryItem, SearchFilter
+
+    queries = [tokenize(q) for q in bench_corpus(1, QUERIES).queries]
+    store = open_store(url)
+    dim = int(store.stats().dimension or 0)
+    flt = SearchFilter(owner="owner-0")
+    rng = np.random.default_rng(0)
+    stop = threading.Event()
+    writes: list[tuple[float, float]] = []  # (start, end) of each call
+    searches: list[tuple[float, float]] = []
+    ids: list[str] = []
+
+    def write() -> None:
+        while not stop.is_set():
+            mid = f"rw{len(ids)}"
+            vec = rng.standard_normal(dim).astype(np.float32)
+            record = MemoryRecord(MemoryItem(id=mid, owner="rebuild-writer", text=f"rebuild writer note {mid}"),
+                                  ["rebuild", "writer", "note", mid], vec / np.linalg.norm(vec))
+            t = time.perf_counter()
+            store.upsert([record])
+            writes.append((t, time.perf_counter()))
+            ids.append(mid)
+
+    def search() -> None:
+        k = 0
+        while not stop.is_set():
+            t = time.perf_counter()
+            store.search_bm25(queries[k % len(queries)], flt, 10)
+            searches.append((t, time.perf_counter()))
+            k += 1
+
+    result: dict[str, Any] = {"memories": store.count(), "started": datetime.now(UTC).isoformat("T", "seconds"),
+                              "load_average_start": os.getloadavg()}
+    threads = [threading.Thread(target=write), threading.Thread(target=search)]
+    for th in threads:
+        th.start()
+    time.sleep(2.0)
+    b0 = time.perf_counter()
+    store._run("rebuild the BM25 blocks", store.op_build_blocks())  # type: ignore[attr-defined]
+    b1 = time.perf_counter()
+    result["rebuild_s"] = round(b1 - b0, 1)
+    time.sleep(1.0)
+    stop.set()
+    for th in threads:
+        th.join()
+    for name, calls in (("writes", writes), ("searches", searches)):
+        during = [(end - start) * 1000 for start, end in calls if start < b1 and end > b0]  # overlapping it
+        result[f"{name}_during"] = len(during)
+        result[f"{name}_ms"] = _pct(during) if during else None
+    result["load_average_end"] = os.getloadavg()
+    store.delete(ids, "rebuild-writer")
+    store.close()
+    print(json.dumps(result))
+
+
+EF_SEARCH = (None, 40, 80, 120, 160, 320)
+"""``hnsw.ef_search`` values ``vectors`` sets (None: the store's own choice for the limit)."""
+
+
+def vectors(url: str, out: Path, queries: int = HYBRID, exact_from: Path | None = None,
+            exact_only: bool = False) -> None:
+    """``exact_only``: stop after the exact searches (OUT keeps them); ``exact_from``: take them from such a
+    file (the exact scan at 1M takes seconds a query, and needs no graph: it can run while the graph is built)."""
+    from memroute.retrieval.fusion import rrf
+    from memroute.stores import pg_ops
+    from memroute.text import query_terms
+    from memroute.types import ScoredId
+
+    def fused(bm25: list[Any], vector: list[Any]) -> list[str]:
+        return [mid for mid, _ in sorted(rrf([bm25, vector]).items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
+
+    texts = bench_corpus(1, QUERIES).queries[:queries]
+    embedder = get_embedder().inner
+    qvecs = embedder.embed(texts, side="query")
+    mem = Memory.open(url, owner="owner-0", embedder=embedder)
+    store, flt, depth = mem.store, mem.filter(), 40  # what Memory.search(mode="hybrid", limit=10) asks for
+    result: dict[str, Any] = {"memories": store.count(), "started": datetime.now(UTC).isoformat("T", "seconds"),
+                              "load_average_start": os.getloadavg()}
+    exact, ms, bm25, hybrid = [], [], [], []
+    if exact_from is not None:
+        earlier = json.loads(exact_from.read_text(encoding="utf-8"))["exact"]
+        exact, hybrid = earlier["top"][:queries], earlier["hybrid_top10"][:queries]
+        bm25 = [[ScoredId(mid, 0.0) for mid in ids] for ids in earlier["bm25"][:queries]]  # rrf reads the order
+        result["exact"] = {**earlier, "from": str(exact_from)}
+    for text, vec in zip(texts, qvecs, strict=True):
+        if exact_from is not None:
+            break
+        bm25.append(store.search_bm25(query_terms(text), flt, depth))
+        t = time.perf_counter()
+        hits = store.search_vector(vec, flt, depth, exact=True)  # type: ignore[call-arg]
+        ms.append((time.perf_counter() - t) * 1000)
+        exact.append([h.id for h in hits])
+        hybrid.append(fused(bm25[-1], hits))
+    if exact_from is None:
+        result["exact"] = {"wall_ms": _pct(ms), "top": exact, "hybrid_top10": hybrid,
+                           "bm25": [[h.id for h in hits] for hits in bm25]}
+    own = pg_ops.vector_settings
+    for ef in () if exact_only else EF_SEARCH:
+        if ef is not None:  # the store's statement, at this depth exactly
+            pg_ops.vector_settings = (  # type: ignore[assignment]
+                lambda exact, limit, ef=ef: "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), "
+                f"set_config('hnsw.ef_search', '{ef}', true)")
+        found10 = found40 = same = 0
+        ms, tops = [], []
+        for vec, truth, lexical, best in zip(qvecs, exact, bm25, hybrid, strict=True):
+            t = time.perf_counter()
+            hits = store.search_vector(vec, flt, depth, exact=False)  # type: ignore[call-arg]
+            ms.append((time.perf_counter() - t) * 1000)
+            got = [h.id for h in hits]
+            found10 += len(set(truth[:10]) & set(got[:10]))
+            found40 += len(set(truth) & set(got))
+            same += fused(lexical, hits) == best
+            tops.append(got)
+        pg_ops.vector_settings = own
+        result[f"ef_{ef or 'store'}"] = {"recall@10": round(found10 / (10 * len(exact)), 4),
+                                         "recall@40": round(found40 / (depth * len(exact)), 4),
+                                         "hybrid_same_as_exact": f"{same} / {len(exact)}",
+                                         "wall_ms": _pct(ms), "top": tops}
+    result["load_average_end"] = os.getloadavg()
+    result["finished"] = datetime.now(UTC).isoformat("T", "seconds")
+    mem.close()
+    out.write_text(json.dumps(result), encoding="utf-8")
+    lists = ("top", "hybrid_top10", "bm25")
+    print(json.dumps({k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if kk not in lists})
+                      for k, v in result.items()}))
+
+
 def compare(a: Path, b: Path) -> None:
     ra, rb = (json.loads(p.read_text(encoding="utf-8")) for p in (a, b))
     for name in ("bm25", "bm25_ctx", "hybrid"):
@@ -172,6 +312,14 @@ if __name__ == "__main__":
     p = sub.add_parser("reference")
     p.add_argument("url")
     p.add_argument("out", type=Path)
+    p = sub.add_parser("rebuild")
+    p.add_argument("url")
+    p = sub.add_parser("vectors")
+    p.add_argument("url")
+    p.add_argument("out", type=Path)
+    p.add_argument("--queries", type=int, default=HYBRID, help="the first N hybrid queries (exact search is slow)")
+    p.add_argument("--exact-only", action="store_true", help="only the exact searches, kept in OUT")
+    p.add_argument("--exact-from", type=Path, help="the exact searches from an earlier OUT")
     p = sub.add_parser("compare")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
@@ -180,6 +328,10 @@ if __name__ == "__main__":
         load(args.url, args.n)
     elif args.command == "measure":
         measure(args.url, args.out)
+    elif args.command == "rebuild":
+        rebuild(args.url)
+    elif args.command == "vectors":
+        vectors(args.url, args.out, args.queries, args.exact_from, args.exact_only)
     elif args.command == "reference":
         reference(args.url, args.out)
     else:

@@ -316,9 +316,13 @@ def test_blocks_answer_exact_bm25_through_writes_updates_and_deletes_after_their
     assert store.delete([f"m{i}" for i in range(1500, 1800, 2)], "o") == 150
     _check_queries(url, store, rng)
 
-    # past DEAD_ROWS deleted rows, the next fold rebuilds the blocks from the postings
+    # past DEAD_ROWS deleted rows, the next fold has the blocks rebuilt from the postings, by the background
+    # indexer's thread: not in the write's call
     monkeypatch.setattr(pg_ops, "DEAD_ROWS", 50)
+    statements.clear()
     store.upsert([_record(i, rng) for i in range(3000, 3100)])
+    assert not any("INSERT INTO memroute_blocks SELECT owner, field, term, (n" in s for s in statements)
+    assert store._indexer is not None and store._indexer.idle(60) and store._indexer.rebuilds == 1
     assert _changed(url) == 0 and _blocks(url) == _postings(url)
     _check_queries(url, store, rng)
     store.close()
@@ -502,4 +506,85 @@ def test_migration_8_counts_the_same_term_frequencies_as_migration_5(pg_server: 
                           ).fetchall()
     assert len(tf) == 2 and tf[0][0] > tf[1][0]  # tok1: twice and once per other hyphenated token; tok3: 1 + 1
     _postings_match_the_rows(url)
+    store.close()
+
+
+def test_a_rebuild_of_the_blocks_holds_no_writer_while_it_packs(pg_server: PgServer,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rebuild past ``DEAD_ROWS`` packs the blocks while writes and searches go on: it is stopped just
+    before its lock; meanwhile rows are updated (some of them listed before it started), added and deleted
+    through another store without waiting, and searches stay exact. One more writer is inside its write when
+    the rebuild reaches its lock: the rebuild waits for it. After it, a row written meanwhile is still listed
+    (its new postings may be missing from the blocks), a row only noted is not, and every search is exact."""
+    import threading
+
+    from memroute.stores.pg_bm25 import BUILD_BLOCKS_SQL
+    from memroute.stores.pg_ops import Done, resume
+    from memroute.stores.postgres import execute
+
+    monkeypatch.setattr(pg_ops, "MERGE_ROWS", 10**9)
+    url = pg_server.new_database()
+    store = open_store(url)
+    store.bind_model("m", 4)
+    rng = random.Random(23)
+    store.bulk_load([_record(i, rng) for i in range(1200)], rebuild_indexes=True)
+    store.upsert([_record(i, rng, long=True) for i in range(0, 400, 2)])  # listed before the rebuild
+    with psycopg.connect(url) as conn:
+        row_of = dict(conn.execute("SELECT id, row_id FROM memroute_memories").fetchall())
+    assert store.delete([f"m{i}" for i in range(1, 400, 4)], "o") == 100
+    assert _changed(url) == 300
+
+    build = psycopg.connect(url)
+    op = store.op_build_blocks()
+    step = resume(op)
+    while not isinstance(step, Done) and step.query != BUILD_BLOCKS_SQL[-2]:  # up to its lock on the list
+        step = resume(op, execute(build, step))
+    assert not isinstance(step, Done)
+
+    other = open_store(url)
+    done: list[str] = []
+
+    def write() -> None:
+        other.upsert([_record(i, rng, long=True) for i in range(0, 100, 2)])  # listed before, written again
+        other.upsert([_record(i, rng) for i in range(2000, 2050)])  # new rows
+        other.delete([f"m{i}" for i in range(600, 700, 5)], "o")  # not listed before
+        done.append("written")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join(timeout=60)
+    assert done == ["written"]  # the writes did not wait for the rebuild
+    _check_queries(url, other, rng, n=20)  # searches read the old blocks and list, exact
+
+    inside = psycopg.connect(url)  # a writer inside its write (its trigger has run) when the rebuild locks
+    inside.execute("UPDATE memroute_lexical SET tokens = tokens || ' w1', len_own = len_own + 1, tsv_own = "
+                   "tsv_own || 'w1'::tsvector WHERE row_id = %s", (row_of["m150"],))
+    finished: list[bool] = []
+
+    def finish() -> None:
+        s: Any = step
+        while not isinstance(s, Done):
+            s = resume(op, execute(build, s))
+        build.commit()
+        finished.append(True)
+
+    builder = threading.Thread(target=finish)
+    builder.start()
+    builder.join(timeout=2)
+    assert finished == []  # the rebuild's last statement waits for the writer inside its write
+    inside.commit()
+    builder.join(timeout=60)
+    assert finished == [True]
+    inside.close()
+    build.close()
+
+    with psycopg.connect(url) as conn:
+        listed = {int(r[0]) for r in conn.execute("SELECT row_id FROM memroute_blocks_changed").fetchall()}
+    written_again = {row_of[f"m{i}"] for i in range(0, 100, 2)} | {row_of["m150"]}
+    assert written_again <= listed
+    assert not listed & {row_of[f"m{i}"] for i in range(102, 400, 2) if i != 150}  # noted, unchanged: packed
+    assert not listed & {row_of[f"m{i}"] for i in range(1, 400, 4)}  # deleted before: out of the blocks
+    _blocks_cover_the_rows(url)
+    _check_queries(url, other, rng, n=20)
+    other.close()
     store.close()

@@ -1,4 +1,5 @@
-"""Putting pending memories into the HNSW graph in the background, for both PostgreSQL stores.
+"""Putting pending memories into the HNSW graph, and rebuilding the BM25 blocks, in the background, for both
+PostgreSQL stores.
 
 A write commits its memories as pending (``indexed`` false, migration 6): they are durable and vector
 search finds them at once (an exact scan of the owner's pending rows beside the graph's answer), and the
@@ -10,6 +11,11 @@ Crash-safe by construction: a move is one UPDATE of the rows' ``indexed`` flag i
 is in exactly one of the two parts at every commit. Closing the store cancels a move in flight (it is rolled
 back; another process, or the next write, moves those rows). Several processes may run one each: rows
 another one is moving are skipped (``FOR UPDATE SKIP LOCKED``).
+
+The same thread rebuilds the BM25 blocks from the postings when a writer's fold finds too many deleted rows
+listed (:data:`memroute.stores.pg_bm25.BUILD_BLOCKS_SQL`: 18-52 s at 1M memories, during which writes and
+searches go on), so that the write that crossed the limit returns at once. Cancelled by closing the store
+(rolled back: the blocks and the changed list stay as they were, exact, and the next fold asks again).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import time
 from typing import Any
 
 from memroute.errors import DependencyError
+from memroute.stores.pg_bm25 import BLOCKS_LOCK_ID, BUILD_BLOCKS_SQL, MERGE_BLOCKS_SQL
 from memroute.stores.pg_sql import INDEX_PENDING_SQL, INDEX_ROWS, UTC_SESSION_SQL, safe_url, search_path_sql
 
 try:
@@ -36,7 +43,8 @@ RETRY_S = 5.0
 
 
 class PendingIndexer:
-    """A daemon thread that moves a store's pending memories into the HNSW graph after writes."""
+    """A daemon thread that moves a store's pending memories into the HNSW graph after writes, and rebuilds
+    the BM25 blocks when asked."""
 
     def __init__(self, url: str, conninfo: str, schema: str | None, batch: int = INDEX_ROWS) -> None:
         self._url, self._conninfo, self._schema, self._batch = url, conninfo, schema, int(batch)
@@ -44,11 +52,20 @@ class PendingIndexer:
         self._lock = threading.Lock()
         self._closing = False
         self._busy = False
+        self._rebuild = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[Any] | None = None
         self.moved = 0
         """Rows this indexer moved into the graph (for tests and benchmarks)."""
+        self.rebuilds = 0
+        """Rebuilds of the BM25 blocks this indexer committed (for tests and benchmarks)."""
+
+    def rebuild_blocks(self) -> None:
+        """Rebuild the BM25 blocks from the postings (after moving what is pending)."""
+        with self._lock:
+            self._rebuild = True
+        self.wake()
 
     def wake(self) -> None:
         """There may be pending rows: move them (starts the thread on first use)."""
@@ -91,7 +108,9 @@ class PendingIndexer:
             if self._closing:
                 return
             try:
-                self._drain()
+                conn = self._connect()
+                self._drain(conn)
+                self._rebuild_blocks(conn)
             except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
                 log.info("pending memories of %s stay out of the HNSW graph here (%s); a writer moves them",
                          safe_url(self._url), str(exc).strip())
@@ -99,8 +118,8 @@ class PendingIndexer:
             except psycopg.Error as exc:
                 if self._closing:
                     return
-                log.warning("moving pending memories of %s into the HNSW graph failed (%s); retrying in %.0f s",
-                            safe_url(self._url), str(exc).strip(), RETRY_S)
+                log.warning("moving pending memories of %s into the HNSW graph or rebuilding its BM25 blocks "
+                            "failed (%s); retrying in %.0f s", safe_url(self._url), str(exc).strip(), RETRY_S)
                 self._stop.wait(RETRY_S)
                 self._wake.set()
             finally:
@@ -109,15 +128,33 @@ class PendingIndexer:
                 if not self._wake.is_set():
                     self._busy = False
 
-    def _drain(self) -> None:
+    def _drain(self, conn: psycopg.Connection[Any]) -> None:
         """Move batches until fewer than a batch were left (or the store closes)."""
-        conn = self._connect()
         while not self._closing:
             with conn.transaction():
                 moved = conn.execute(INDEX_PENDING_SQL, (self._batch,)).rowcount
             self.moved += moved
             if moved < self._batch:
                 return
+
+    def _rebuild_blocks(self, conn: psycopg.Connection[Any]) -> None:
+        """Rebuild the BM25 blocks if asked, unless another build or merge runs (it will take the deleted rows)."""
+        with self._lock:
+            asked, self._rebuild = self._rebuild, False
+        if not asked or self._closing:
+            return
+        try:
+            with conn.transaction():
+                row = conn.execute(MERGE_BLOCKS_SQL[0], (BLOCKS_LOCK_ID,)).fetchone()
+                if not (row and row[0]):
+                    return  # another process is at it
+                for statement in BUILD_BLOCKS_SQL[1:]:  # the first takes the lock just taken
+                    conn.execute(statement)
+        except psycopg.Error:
+            with self._lock:
+                self._rebuild = True  # asked again on the retry (or by the next fold, if closing)
+            raise
+        self.rebuilds += 1
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn = psycopg.connect(self._conninfo, autocommit=True)

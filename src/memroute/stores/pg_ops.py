@@ -30,6 +30,7 @@ from memroute.stores.pg_bm25 import (
     CHANGED_ROWS,
     CHANGED_SQL,
     DEAD_ROWS,
+    DEAD_SQL,
     DEFAULT_AVGDL,
     MERGE_BLOCKS_SQL,
     MERGE_ROWS,
@@ -317,19 +318,21 @@ class PgOperations:
         self._unmerged = 0
         return True
 
-    def op_merge_blocks(self) -> Op[None]:
-        """Fold the rows changed since the BM25 blocks were built into new blocks; rebuild them all from the
-        postings once ``DEAD_ROWS`` deleted rows are listed (:mod:`memroute.stores.pg_bm25`)."""
-        try_lock, lock, merge, count = MERGE_BLOCKS_SQL
+    def op_merge_blocks(self) -> Op[bool]:
+        """Fold the rows changed since the BM25 blocks were built into new blocks; True instead when
+        ``DEAD_ROWS`` deleted rows are listed: the blocks are then to be rebuilt from the postings, in a
+        transaction of its own (:meth:`op_build_blocks`; :mod:`memroute.stores.pg_bm25`)."""
+        try_lock, lock, merge = MERGE_BLOCKS_SQL
         if not (yield Sql(try_lock, (BLOCKS_LOCK_ID,)))[0][0]:
-            return  # another process is at it
+            return False  # another process is at it
+        if int((yield Sql(DEAD_SQL))[0][0]) > DEAD_ROWS:
+            return True  # the rebuild takes every changed row: no merge (and no merge's lock held meanwhile)
         yield Sql(lock)
         yield Sql(merge)
-        if int((yield Sql(count))[0][0]) > DEAD_ROWS:
-            yield from self.op_build_blocks()
+        return False
 
     def op_build_blocks(self) -> Op[None]:
-        """Rebuild every BM25 block from the postings."""
+        """Rebuild every BM25 block from the postings (writers wait only for its last statement)."""
         lock, *rest = BUILD_BLOCKS_SQL
         yield Sql(lock, (BLOCKS_LOCK_ID,))
         for statement in rest:

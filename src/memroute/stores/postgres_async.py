@@ -170,8 +170,12 @@ class AsyncPostgresStore(PgOperations):
 
     async def _fold_blocks(self, changed: int) -> None:
         """As :meth:`memroute.stores.postgres.PostgresStore._fold_blocks`."""
-        if self.blocks_lag(changed):
-            await self._run("fold changed memories into the BM25 blocks", self.op_merge_blocks())
+        if self.blocks_lag(changed) and await self._run("fold changed memories into the BM25 blocks",
+                                                        self.op_merge_blocks()):
+            if self._indexer is not None:
+                self._indexer.rebuild_blocks()
+            else:
+                await self._run("rebuild the BM25 blocks", self.op_build_blocks())
 
     async def delete(self, ids: Sequence[str], owner: str) -> int:
         deleted = await self._run("delete memories", self.op_delete(ids, owner))
