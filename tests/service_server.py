@@ -18,7 +18,7 @@ from memroute.cli.demo import demo_agents
 from memroute.embed import Embedder
 from memroute.service.app import create_app
 from memroute.service.auth import key_entry, new_key
-from memroute.service.server import server_config
+from memroute.service.server import HeaderDeadline, server_config
 from memroute.types import Agent
 
 KEYS = {name: new_key() for name in ("alice", "bob", "both", "admin")}
@@ -48,9 +48,10 @@ class Live:
 
 
 @contextmanager
-def serving(app: FastAPI, settings: Settings) -> Iterator[str]:
-    """Serve ``app`` on a free loopback port until the block ends; yields its base URL."""
-    server = uvicorn.Server(server_config(app, settings, log_level="warning"))
+def serving(app: FastAPI, settings: Settings, protocol: type[HeaderDeadline] | None = None) -> Iterator[str]:
+    """Serve ``app`` on a free loopback port until the block ends (``protocol``: the HTTP protocol, default the
+    service's); yields its base URL."""
+    server = uvicorn.Server(server_config(app, settings, log_level="warning", protocol=protocol))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -67,12 +68,13 @@ def serving(app: FastAPI, settings: Settings) -> Iterator[str]:
 
 
 @contextmanager
-def live_service(settings: Settings, embedder: Embedder, agents: Sequence[Agent] | None = None) -> Iterator[Live]:
+def live_service(settings: Settings, embedder: Embedder, agents: Sequence[Agent] | None = None,
+                 protocol: type[HeaderDeadline] | None = None) -> Iterator[Live]:
     """The service over a fresh :class:`Memory` on ``settings.store``, routing to the demo catalogue."""
     memory = Memory.open(settings.store, settings=settings, embedder=embedder)
     try:
         app = create_app(settings, memory, agents=demo_agents() if agents is None else agents)
-        with serving(app, settings) as url:
+        with serving(app, settings, protocol) as url:
             yield Live(url, app, memory)
     finally:
         memory.close()

@@ -24,16 +24,22 @@ from memroute.embed import CachedEmbedder
 from memroute.service.app import create_app
 from memroute.service.auth import KeyRing, key_entry, new_key
 from memroute.service.limits import RateLimiter, Runner
+from memroute.service.server import HeaderDeadlineH11, HeaderDeadlineHttpTools
 from tests.service_server import KEYS, Live, auth, live_service, serving, settings_for
 
 SECRET = "Bob's locker code is 4417 and his zebra nickname is Quokkaroo"
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory, embedder: CachedEmbedder) -> Iterator[Live]:
+PROTOCOLS = [HeaderDeadlineH11, *([HeaderDeadlineHttpTools] if HeaderDeadlineHttpTools is not None else [])]
+"""Every HTTP protocol the service may run: each is served these tests (httptools when installed, else h11)."""
+
+
+@pytest.fixture(scope="module", params=PROTOCOLS, ids=lambda protocol: protocol.__name__)
+def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+         embedder: CachedEmbedder) -> Iterator[Live]:
     settings = settings_for(tmp_path_factory.mktemp("security"), max_request_bytes=50_000, request_timeout_s=1.0,
                             max_text_chars=5_000)
-    with live_service(settings, embedder) as running:
+    with live_service(settings, embedder, protocol=request.param) as running:
         bob = httpx.Client(base_url=running.url, headers=auth("bob"))
         stored = bob.post("/v1/memories", json={"id": "bob-1", "text": SECRET, "session": "shared-name"})
         assert stored.status_code == 201
