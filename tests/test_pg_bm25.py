@@ -281,16 +281,24 @@ def test_blocks_hold_exactly_the_postings_after_a_bulk_load(pg_server: PgServer)
     store.close()
 
 
-def test_blocks_answer_exact_bm25_through_writes_updates_and_deletes_after_their_build(
-        pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, statements: list[str]) -> None:
-    """The blocks are built by a bulk load; then rows are added, changed and deleted: first listed as changed
-    (scored exactly beside stale blocks), then folded into new blocks, then past ``DEAD_ROWS`` rebuilt."""
+def _bulk_loaded(pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, rows: int,
+                 seed: int) -> tuple[str, Any, random.Random]:
+    """A new database's store holding ``rows`` bulk-loaded memories in built blocks, with the fold after
+    writes turned off (each test folds or rebuilds when it means to)."""
     monkeypatch.setattr(pg_ops, "MERGE_ROWS", 10**9)
     url = pg_server.new_database()
     store = open_store(url)
     store.bind_model("m", 4)
-    rng = random.Random(9)
-    store.bulk_load([_record(i, rng) for i in range(1500)], rebuild_indexes=True)
+    rng = random.Random(seed)
+    store.bulk_load([_record(i, rng) for i in range(rows)], rebuild_indexes=True)
+    return url, store, rng
+
+
+def test_blocks_answer_exact_bm25_through_writes_updates_and_deletes_after_their_build(
+        pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, statements: list[str]) -> None:
+    """The blocks are built by a bulk load; then rows are added, changed and deleted: first listed as changed
+    (scored exactly beside stale blocks), then folded into new blocks, then past ``DEAD_ROWS`` rebuilt."""
+    url, store, rng = _bulk_loaded(pg_server, monkeypatch, 1500, 9)
     built = _blocks(url)
     assert built == _postings(url) and _changed(url) == 0
     statements.clear()
@@ -330,13 +338,8 @@ def test_blocks_answer_exact_bm25_through_writes_updates_and_deletes_after_their
 
 def test_too_many_changed_rows_fall_back_to_the_sums_in_the_server(
         pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, statements: list[str]) -> None:
-    monkeypatch.setattr(pg_ops, "MERGE_ROWS", 10**9)
     monkeypatch.setattr(pg_ops, "CHANGED_ROWS", 50)
-    url = pg_server.new_database()
-    store = open_store(url)
-    store.bind_model("m", 4)
-    rng = random.Random(13)
-    store.bulk_load([_record(i, rng) for i in range(600)], rebuild_indexes=True)
+    url, store, rng = _bulk_loaded(pg_server, monkeypatch, 600, 13)
     store.upsert([_record(i, rng, long=True) for i in range(0, 600, 4)])  # 150 changed rows
     statements.clear()
     _check_queries(url, store, rng, n=20)
@@ -522,12 +525,7 @@ def test_a_rebuild_of_the_blocks_holds_no_writer_while_it_packs(pg_server: PgSer
     from memroute.stores.pg_ops import Done, resume
     from memroute.stores.postgres import execute
 
-    monkeypatch.setattr(pg_ops, "MERGE_ROWS", 10**9)
-    url = pg_server.new_database()
-    store = open_store(url)
-    store.bind_model("m", 4)
-    rng = random.Random(23)
-    store.bulk_load([_record(i, rng) for i in range(1200)], rebuild_indexes=True)
+    url, store, rng = _bulk_loaded(pg_server, monkeypatch, 1200, 23)
     store.upsert([_record(i, rng, long=True) for i in range(0, 400, 2)])  # listed before the rebuild
     with psycopg.connect(url) as conn:
         row_of = dict(conn.execute("SELECT id, row_id FROM memroute_memories").fetchall())
