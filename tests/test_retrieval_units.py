@@ -92,6 +92,42 @@ def test_dedupe_keeps_neighbours_whose_context_embeddings_agree() -> None:
     assert near_duplicates(["x", "y"], {"x": base, "y": base}, 0.95, same) == {"y": "x"}
 
 
+def _greedy_duplicates(ids: list[str], vectors: dict[str, np.ndarray], threshold: float,
+                       texts: dict[str, str]) -> dict[str, str]:
+    """The rule stated plainly: each id against every kept one before it, in rank order."""
+    kept: list[str] = []
+    dropped: dict[str, str] = {}
+    for j in ids:
+        twin = None
+        for i in kept:
+            a, b = vectors[i].astype(np.float64), vectors[j].astype(np.float64)
+            cos = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+            wa, wb = set(texts[i].split()), set(texts[j].split())
+            if cos > threshold and len(wa & wb) / len(wa | wb) >= 0.6:
+                twin = i
+                break
+        if twin is None:
+            kept.append(j)
+        else:
+            dropped[j] = twin
+    return dropped
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(2, 40))
+def test_dedupe_is_the_greedy_rule_on_many_copies(seed: int, n: int) -> None:
+    # clusters of close vectors whose texts share most words or few: chains of copies, copies of dropped ones
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(max(1, n // 4), 24))
+    ids = [f"m{k}" for k in range(n)]
+    which = rng.integers(0, len(centres), size=n)
+    vectors = {i: (centres[c] + rng.normal(scale=0.15, size=24)).astype(np.float32)
+               for i, c in zip(ids, which, strict=True)}
+    texts = {i: " ".join(f"w{c}_{t}" for t in range(5)) + (f" x{k}" if rng.random() < 0.5 else f" x{k} y{k} z{k}")
+             for k, (i, c) in enumerate(zip(ids, which, strict=True))}
+    got = near_duplicates(ids, vectors, 0.95, texts)
+    assert got == _greedy_duplicates(ids, vectors, 0.95, texts)
+
+
 def test_decay_is_seed_003_factor_per_year() -> None:
     assert decay_multiplier(NOW - timedelta(days=365.25), NOW, 0.1) == pytest.approx(math.exp(-0.1))
     assert decay_multiplier(NOW + timedelta(days=3), NOW, 0.1) == 1.0

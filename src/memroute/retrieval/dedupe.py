@@ -35,10 +35,13 @@ def near_duplicates(ids: Sequence[str], vectors: Mapping[str, npt.NDArray[np.flo
     have = [i for i in ids if i in vectors]
     if len(have) < 2:
         return {}
-    mat = np.stack([vectors[i] for i in have]).astype(np.float64)
-    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    mat = np.array([vectors[i] for i in have], dtype=np.float64)  # float32 -> float64 is exact
+    norms = np.sqrt(np.add.reduce(mat * mat, axis=1, keepdims=True))  # what np.linalg.norm(axis=1) computes
     mat = mat / np.where(norms == 0, 1.0, norms)
-    over = (mat @ mat.T > threshold).tolist()  # Python lists: ~40x faster to probe than numpy scalars
+    # for each candidate, the better-ranked ones over the threshold (most have none): the rows probed in Python
+    # are only those, not every pair
+    over = np.tril(mat @ mat.T > threshold, -1)
+    earlier = {j: np.flatnonzero(over[j]).tolist() for j in np.flatnonzero(over.any(axis=1)).tolist()}
     words: dict[int, frozenset[str]] = {}
 
     def same_words(a: int, b: int) -> bool:
@@ -50,13 +53,13 @@ def near_duplicates(ids: Sequence[str], vectors: Mapping[str, npt.NDArray[np.flo
         union = words[a] | words[b]
         return not union or len(words[a] & words[b]) / len(union) >= min_word_overlap
 
-    kept: list[int] = []
+    kept: set[int] = set()
     dropped: dict[str, str] = {}
     for j in range(len(have)):
-        row = over[j]
-        twin = next((i for i in kept if row[i] and same_words(i, j)), None)
+        # the first kept one in rank order that is over the threshold and shares the words
+        twin = next((i for i in earlier.get(j, ()) if i in kept and same_words(i, j)), None)
         if twin is None:
-            kept.append(j)
+            kept.add(j)
         else:
             dropped[have[j]] = have[twin]
     return dropped

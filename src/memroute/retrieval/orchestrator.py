@@ -195,6 +195,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     feats = features(candidates, analysis, ref_now)
     reranker = model or default_model()
     probs = reranker.score(feats) if opts.rerank else None
+    prob = probs.tolist() if probs is not None else None  # Python floats once, not a numpy scalar per use
     feature_rows = [dict(zip(FEATURES, row, strict=True)) for row in feats.tolist()]  # floats once, not per use
     rerank_ms = (time.perf_counter() - t0) * 1000
     stages["rerank"] = rerank_ms
@@ -203,13 +204,14 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
 
     t0 = time.perf_counter()
     order = list(range(len(candidates)))
-    if probs is not None:
-        order.sort(key=lambda j: (-probs[j], j))
+    if prob is not None:
+        p_of = prob.__getitem__
+        order.sort(key=lambda j: (-p_of(j), j))
     language = _language(analysis)
     judgement: LlmJudgement | None = None
     if llm is not None and budget is not None:
         t_llm = time.perf_counter()
-        local = [float(probs[j]) if probs is not None else candidates[j].fused for j in range(len(candidates))]
+        local = [prob[j] if prob is not None else candidates[j].fused for j in range(len(candidates))]
         judgement = rerank_with_llm(llm, budget, analysis, recent, language, candidates, order, local,
                                     probs is not None, decide.HIGH_P)
         order = judgement.order
@@ -235,31 +237,32 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             feats[:, FEATURES.index("bm25")], [rank_of[j] for j in range(len(candidates))],
             [j in found_for_need for j in range(len(candidates))], analysis.query_type.value,
             [(index[old], index[new]) for old, new in early.items()]))
-    if judged is not None and judgement is None:
+    judge_p = judged.tolist() if judged is not None else None
+    if judge_p is not None and judgement is None:
         # the judge reads this encoder's own scale (fitted per encoder), the reranker use-m3's on LoCoMo: the
         # memories returned are ordered by the judge's probability (the same memories, so recall@limit holds)
-        order = sorted(order[: opts.limit], key=lambda j: -float(judged[j])) + order[opts.limit:]
-    best = max((float(judged[j]) for j in order[: opts.limit]), default=0.0) if judged is not None else 0.0
+        order = sorted(order[: opts.limit], key=lambda j: -judge_p[j]) + order[opts.limit:]
+    best = max((judge_p[j] for j in order[: opts.limit]), default=0.0) if judge_p is not None else 0.0
     chosen = []
     for rank, j in enumerate(order[: opts.limit]):
         c = candidates[j]
         fdict = feature_rows[j]
         body = c.memory.full_text.casefold()
         matched = [k for k, forms in keyword_forms.items() if forms and all(f in body for f in forms)]
-        score = float(probs[j]) if probs is not None else c.fused
-        if judged is not None and judge_model is not None:
-            level = decide.with_reference(judge_model.level(float(judged[j]), best), fdict["reference_overlap"],
+        score = prob[j] if prob is not None else c.fused
+        if judge_p is not None and judge_model is not None:
+            level = decide.with_reference(judge_model.level(judge_p[j], best), fdict["reference_overlap"],
                                           rank == 0)
         else:
             level = decide.relevance(score, c.cosine, fdict["keyword_overlap"], probs is not None,
                                      fdict["reference_overlap"], top=rank == 0)
         scores = {"fused": c.fused, "cosine": c.cosine, **c.scores}
-        if probs is not None:
-            scores["rerank"] = float(probs[j])
-        if judged is not None:
-            scores["judge"] = float(judged[j])
+        if prob is not None:
+            scores["rerank"] = prob[j]
+        if judge_p is not None:
+            scores["judge"] = judge_p[j]
         why = decide.reason(fdict, matched, speaker_of(c.memory), reference, language, level,
-                            float(probs[j]) if probs is not None else None)
+                            prob[j] if prob is not None else None)
         if j in found_for_need and need is not None:
             why = decide.joined([need.reason(language), why], language)
         if judgement is not None and j in judgement.judged:
@@ -286,10 +289,10 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         strategy.value, forced, params.to_dict(), analysis.to_dict(), tuple(q.to_dict() for q in queries),
         tuple(SearchTrace(s.name, s.weight, s.ms, tuple((h.id, h.score) for h in s.hits)) for s in out.lists),
         str(Fusion(opts.fusion)),
-        tuple(CandidateTrace(c.memory.id, c.fused, c.rank, None if probs is None else float(probs[k]),
+        tuple(CandidateTrace(c.memory.id, c.fused, c.rank, None if prob is None else prob[k],
                              dict(c.scores), feature_rows[k],
                              judgement.final.get(k) if judgement is not None else None, rank_of[k],
-                             None if judged is None else float(judged[k]))
+                             None if judge_p is None else judge_p[k])
               for k, c in enumerate(candidates)),
         duplicates, dict(stages), tuple(notes), tuple(llm_records), links,
         {candidates[j].memory.id: need.reason(language) for j in sorted(found_for_need)} if need else {})

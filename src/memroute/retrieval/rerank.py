@@ -147,9 +147,13 @@ def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: date
     for i, c in enumerate(candidates):
         if c.memory.session_id:
             sessions.setdefault(c.memory.session_id, []).append(i)
-    names = _named_speakers(candidates, text_fold)
+    speakers = [speaker_of(c.memory) for c in candidates]
+    names = _named_speakers(speakers, text_fold)
     asked = asked_type(analysis.text)
-    col = {name: j for j, name in enumerate(FEATURES)}
+    # the columns, in FEATURES' order
+    (fused, fused_rr, bm25, vector, cosine, cosine_gap, n_lists_, keyword_overlap, entity_overlap, speaker_named,
+     other_named, reference_overlap, in_range, out_of_range, asks_when_dated, recency, session_best, session_share,
+     session_sum, length, is_question, speaker_bm25, speaker_cosine, type_match, type_miss) = range(len(FEATURES))
     rows = []  # Python lists, made an array once: a numpy element write per feature cost ~10x a list's
     for i, c in enumerate(candidates):
         m = c.memory
@@ -157,42 +161,42 @@ def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: date
         body = full_text.casefold()
         row = [0.0] * len(FEATURES)
         rows.append(row)
-        row[col["fused"]] = c.fused / best_fused
-        row[col["fused_rr"]] = 1.0 / (1.0 + c.rank)
-        row[col["bm25"]] = max((s for k, s in c.scores.items() if "bm25" in k), default=0.0)
-        row[col["vector"]] = max((s for k, s in c.scores.items() if "vector" in k), default=0.0)
-        row[col["cosine"]] = c.cosine
-        row[col["cosine_gap"]] = c.cosine - best_cos
-        row[col["n_lists"]] = len(c.scores) / n_lists
-        row[col["keyword_overlap"]] = sum(k in body for k in keywords) / len(keywords) if keywords else 0.0
-        row[col["entity_overlap"]] = sum(e in body for e in entities) / len(entities) if entities else 0.0
-        speaker = speaker_of(m)
+        row[fused] = c.fused / best_fused
+        row[fused_rr] = 1.0 / (1.0 + c.rank)
+        row[bm25] = max((s for k, s in c.scores.items() if "bm25" in k), default=0.0)
+        row[vector] = max((s for k, s in c.scores.items() if "vector" in k), default=0.0)
+        row[cosine] = c.cosine
+        row[cosine_gap] = c.cosine - best_cos
+        row[n_lists_] = len(c.scores) / n_lists
+        row[keyword_overlap] = sum(k in body for k in keywords) / len(keywords) if keywords else 0.0
+        row[entity_overlap] = sum(e in body for e in entities) / len(entities) if entities else 0.0
+        speaker = speakers[i]
         if names:
             named = speaker is not None and speaker.casefold() in names
-            row[col["speaker_named"]] = float(named)
-            row[col["other_named"]] = float(not named)
-        row[col["reference_overlap"]] = sum(k in body for k in ref_tokens) / len(ref_tokens) if ref_tokens else 0.0
+            row[speaker_named] = float(named)
+            row[other_named] = float(not named)
+        row[reference_overlap] = sum(k in body for k in ref_tokens) / len(ref_tokens) if ref_tokens else 0.0
         if tr is not None and m.occurred_at is not None:
             if tr.start <= m.occurred_at < tr.end:
-                row[col["in_range"]] = 1.0
+                row[in_range] = 1.0
             else:
                 gap = min(abs((m.occurred_at - tr.start).days), abs((m.occurred_at - tr.end).days))
-                row[col["out_of_range"]] = min(gap / 30.0, 1.0)
+                row[out_of_range] = min(gap / 30.0, 1.0)
         if asks_when and _DATED.search(full_text):
-            row[col["asks_when_dated"]] = 1.0
+            row[asks_when_dated] = 1.0
         if m.occurred_at is not None and hi > lo:
-            row[col["recency"]] = (m.occurred_at.timestamp() - lo) / (hi - lo)
+            row[recency] = (m.occurred_at.timestamp() - lo) / (hi - lo)
         peers = sessions.get(m.session_id or "", [])
         others = [candidates[j].fused for j in peers if j != i]
-        row[col["session_best"]] = max(others) / best_fused if others else 0.0
-        row[col["session_share"]] = len(peers) / n
-        row[col["session_sum"]] = sum(others) / best_fused / 4.0
-        row[col["length"]] = math.log1p(len(full_text)) / 8.0
-        row[col["is_question"]] = float(m.text.rstrip().endswith(("?", "？")))
-        row[col["speaker_bm25"]] = row[col["speaker_named"]] * row[col["bm25"]]
-        row[col["speaker_cosine"]] = row[col["speaker_named"]] * row[col["cosine"]]
+        row[session_best] = max(others) / best_fused if others else 0.0
+        row[session_share] = len(peers) / n
+        row[session_sum] = sum(others) / best_fused / 4.0
+        row[length] = math.log1p(len(full_text)) / 8.0
+        row[is_question] = float(m.text.rstrip().endswith(("?", "？")))
+        row[speaker_bm25] = row[speaker_named] * row[bm25]
+        row[speaker_cosine] = row[speaker_named] * row[cosine]
         if asked is not None:
-            row[col["type_match" if holds(asked, full_text) else "type_miss"]] = 1.0
+            row[type_match if holds(asked, full_text) else type_miss] = 1.0
     return np.array(rows, dtype=np.float64)
 
 
@@ -203,11 +207,10 @@ def match_forms(phrases: Iterable[str | None]) -> set[str]:
     return {t.casefold() for p in phrases if p for t in tokenize(p) if len(t) > 1 or not t.isascii()}
 
 
-def _named_speakers(candidates: Sequence[Candidate], text_fold: str) -> set[str]:
-    """Speakers of the candidates whose name the query writes (as a whole word for Latin names)."""
+def _named_speakers(speakers: Iterable[str | None], text_fold: str) -> set[str]:
+    """The candidates' speakers whose name the query writes (as a whole word for Latin names)."""
     out = set()
-    for c in candidates:
-        speaker = speaker_of(c.memory)
+    for speaker in speakers:
         if speaker is None:
             continue
         s = speaker.casefold()

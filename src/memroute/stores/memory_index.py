@@ -712,7 +712,9 @@ class MemoryIndex:
         else:
             top = np.arange(slots.size)
         order = top[np.lexsort((slots[top], -scores[top]))][:k]
-        return [ScoredId(self._ids[int(slots[i])], float(scores[i])) for i in order]
+        # Python ints and floats in one pass each (the same values as int() and float() of each element)
+        return [ScoredId(self._ids[slot], score)
+                for slot, score in zip(slots[order].tolist(), scores[order].tolist(), strict=True)]
 
     def _mask(self, slots: npt.NDArray[np.int64] | slice, flt: SearchFilter) -> npt.NDArray[np.bool_]:
         mask = self._alive[slots].copy()
