@@ -42,6 +42,8 @@ from uvicorn.supervisors import Multiprocess
 
 from memroute.config import Settings
 from memroute.errors import InputError
+from memroute.service import worker_board
+from memroute.service.worker_board import WorkerBoard
 
 MAX_CONNECTIONS = 1024
 """Open connections (and requests) per process beyond which uvicorn answers 503."""
@@ -80,6 +82,8 @@ class HeaderDeadline:
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         HeaderDeadline.open_connections += 1
+        if BalancedLoop.board is not None:
+            BalancedLoop.board.set(HeaderDeadline.open_connections)
         super().connection_made(transport)  # type: ignore[misc]
         self._arm()
 
@@ -93,6 +97,8 @@ class HeaderDeadline:
 
     def connection_lost(self, exc: Exception | None) -> None:
         HeaderDeadline.open_connections -= 1
+        if BalancedLoop.board is not None:
+            BalancedLoop.board.set(HeaderDeadline.open_connections)
         if self._deadline is not None:
             self._deadline.cancel()
         super().connection_lost(exc)  # type: ignore[misc]
@@ -145,6 +151,9 @@ at most ``MAX_ACCEPT_PAUSE_S``."""
 
 MAX_ACCEPT_PAUSE_S = 0.008
 
+MAX_DEFER_S = 0.05
+"""How long a worker defers a new connection at most while another worker serves fewer."""
+
 
 class BalancedLoop(asyncio.SelectorEventLoop):
     """The event loop of a worker process that shares its listening socket with other workers.
@@ -155,15 +164,33 @@ class BalancedLoop(asyncio.SelectorEventLoop):
     (``ACCEPT_PAUSE_S``) before it tries, so that a worker with fewer connections, or whose loop is not
     held up by work, takes it. Keep-alive connections then spread over the workers: four clients that
     connect one after another are served two by each of two workers. With one worker nothing waits:
-    ``serve`` keeps asyncio's own loop."""
+    ``serve`` keeps asyncio's own loop.
 
+    A worker whose loop is held up by a recall can miss its turn; so the workers also publish their counts
+    (:mod:`.worker_board`), and a worker that serves more than another defers a new connection, ``ACCEPT_PAUSE_S``
+    at a time and at most ``MAX_DEFER_S`` (the other may be stuck, or dead), for the other to take."""
+
+    board: WorkerBoard | None = None
+    """This process's slot on the workers' board (set by the first loop of a worker process)."""
     _accepted = 0
     _waited = False
+    _deferred_s = 0.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if BalancedLoop.board is None:
+            BalancedLoop.board = WorkerBoard.from_environment()
 
     def _accept_connection(self, protocol_factory: Any, sock: socket.socket, sslcontext: Any = None,
                            server: Any = None, backlog: int = 100, *timeouts: Any) -> None:
         again = (protocol_factory, sock, sslcontext, server, backlog, *timeouts)
         serving = HeaderDeadline.open_connections
+        fewest = self.board.fewest_elsewhere() if self.board is not None else None
+        if fewest is not None and fewest < serving and self._deferred_s < MAX_DEFER_S:
+            self._deferred_s += ACCEPT_PAUSE_S  # another worker serves fewer: let it take this one
+            self._pause(ACCEPT_PAUSE_S, again)
+            return
+        self._deferred_s = 0.0
         if serving and not self._waited:  # let a worker with fewer connections take it first
             self._waited = True
             self._pause(min(serving * ACCEPT_PAUSE_S, MAX_ACCEPT_PAUSE_S), again)
@@ -268,7 +295,11 @@ def serve_workers(app: WorkerApp, settings: Settings, workers: int, log_level: s
     check_workers(settings, workers)
     config = server_config(app, settings, log_level, workers=workers)
     socket = config.bind_socket()
+    board = worker_board.create()
+    os.environ[worker_board.ENV] = str(board)  # the workers (spawned) inherit it
     try:
         Multiprocess(config, sockets=[socket]).run()
     finally:
         socket.close()
+        os.environ.pop(worker_board.ENV, None)
+        board.unlink(missing_ok=True)
