@@ -685,12 +685,12 @@ class MemoryIndex:
         owner = self._codes.get("o:" + flt.owner)
         if owner is None:
             return None
-        key = (self._changes, owner, flt.session_id, flt.kinds, int(flt.max_sensitivity), flt.start, flt.end,
-               flt.include_archived)
+        unexpiring = replace(flt, include_expired=True, now=None)  # the filter without its expiry test
+        key = (self._changes, unexpiring)
         kept = self._kept_mask
         if kept is None or kept.key != key:
             every = slice(0, self._n)
-            mask = self._mask(every, replace(flt, include_expired=True)) & (self._owner[every] == owner)
+            mask = self._mask(every, unexpiring) & (self._owner[every] == owner)
             soonest = int(np.min(np.where(mask, self._expires[every], NEVER), initial=NEVER))
             mask.flags.writeable = False
             kept = _KeptMask(key, mask, int(np.count_nonzero(mask)), soonest)
