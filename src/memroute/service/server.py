@@ -81,9 +81,7 @@ class HeaderDeadline:
     transport: asyncio.Transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        HeaderDeadline.open_connections += 1
-        if BalancedLoop.board is not None:
-            BalancedLoop.board.set(HeaderDeadline.open_connections)
+        self._count(1)
         super().connection_made(transport)  # type: ignore[misc]
         self._arm()
 
@@ -96,12 +94,17 @@ class HeaderDeadline:
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        HeaderDeadline.open_connections -= 1
-        if BalancedLoop.board is not None:
-            BalancedLoop.board.set(HeaderDeadline.open_connections)
+        self._count(-1)
         if self._deadline is not None:
             self._deadline.cancel()
         super().connection_lost(exc)  # type: ignore[misc]
+
+    @staticmethod
+    def _count(change: int) -> None:
+        """This process's open connections, also on the workers' board when it has one."""
+        HeaderDeadline.open_connections += change
+        if BalancedLoop.board is not None:
+            BalancedLoop.board.set(HeaderDeadline.open_connections)
 
     def _timeout_s(self) -> float:
         return float(getattr(self.config, "request_timeout_s", 30.0))
