@@ -44,13 +44,11 @@ class RowCache(Generic[V]):
         """The values kept for ``keys``, and the keys that are not kept (to read), in their order."""
         found: dict[str, V] = {}
         missing = []
-        get, to_end = self._rows.get, self._rows.move_to_end  # :meth:`get` inlined: ~110 keys a recall
         for key in keys:
-            value = get((owner, key))
+            value = self.get(owner, key)
             if value is None:
                 missing.append(key)
             else:
-                to_end((owner, key))
                 found[key] = value
         return found, missing
 
