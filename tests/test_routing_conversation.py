@@ -278,6 +278,30 @@ def test_by_default_the_pair_joins_the_two_turns_own_vectors(memory: Memory, emb
     assert evidence("restarted") == evidence("joined") != evidence("alone")  # the pair is task evidence
 
 
+def test_a_vector_stored_by_another_encoder_is_not_joined(memory: Memory, embedder: CachedEmbedder) -> None:
+    """A session routed before the catalogue's encoder changed: the previous turn is encoded again by the new
+    one rather than its stored vector (another model's space, maybe of the same size) joined with the message."""
+    e5 = E5SmallEmbedder()
+
+    def router(seen: list[str], strong_id: str) -> AgentRouter:  # the same vectors under another model id
+        return AgentRouter(embedder=Recording(LanguageAwareEmbedder(embedder, lambda: e5, strong_id, e5.dimension),
+                                              seen.extend))
+
+    first, reply, follow = "이 파이썬 코드 리뷰해 주세요", "3번째 줄에 버그가 있어요.", "변수 이름도 봐 줘"
+    before = ConversationRouter(memory, AGENTS, router=router([], e5.model_id))
+    before.route(first, session="re-encoded")
+    memory.add_message("re-encoded", "assistant", reply)
+    stored = memory.store.get_state("routing", "re-encoded", "alice") or {}
+    assert stored["vector"] and stored["vector_of"]
+    seen: list[str] = []
+    after = ConversationRouter(memory, AGENTS, router=router(seen, e5.model_id + "-v2"))
+    seen.clear()
+    decision = after.route(follow, session="re-encoded")
+    assert decision.action in ("stayed", "revised")
+    assert first in seen  # the stored vector was another encoder's: the previous turn is encoded again
+    assert (memory.store.get_state("routing", "re-encoded", "alice") or {})["vector_of"] != stored["vector_of"]
+
+
 def test_a_stored_vector_is_read_only_for_its_own_text() -> None:
     import base64
 
@@ -286,10 +310,12 @@ def test_a_stored_vector_is_read_only_for_its_own_text() -> None:
     from memroute.routing.conversation import _stored_vector, _text_key, joined
 
     vector = np.array([0.6, 0.8, 0.0], dtype=np.float32)
-    state = {"vector": base64.b64encode(vector.astype("<f2").tobytes()).decode("ascii"), "vector_of": _text_key("a")}
-    assert np.allclose(_stored_vector(state, "a"), vector, atol=1e-3)  # type: ignore[arg-type]
-    assert _stored_vector(state, "b") is None  # another previous turn: not this vector
+    encoded = base64.b64encode(vector.astype("<f2").tobytes()).decode("ascii")
+    state = {"vector": encoded, "vector_of": _text_key("a", "m1/3")}
+    assert np.allclose(_stored_vector(state, "a", "m1/3"), vector, atol=1e-3)  # type: ignore[arg-type]
+    assert _stored_vector(state, "b", "m1/3") is None  # another previous turn: not this vector
+    assert _stored_vector(state, "a", "m2/3") is None  # the same text from another encoder: another space
     for broken in ("not base64!", "", "QUJD", "한국어", 3):  # corrupt, empty, an odd byte count, not ASCII, not text
-        assert _stored_vector({**state, "vector": broken}, "a") is None
+        assert _stored_vector({**state, "vector": broken}, "a", "m1/3") is None
     both = joined(np.array([1.0, 0.0], dtype=np.float32), 4, np.array([0.0, 1.0], dtype=np.float32), 1)
     assert np.isclose(np.linalg.norm(both), 1.0) and both[0] == pytest.approx(2 * both[1])  # sqrt(4) : sqrt(1)

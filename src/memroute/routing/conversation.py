@@ -190,6 +190,9 @@ class ConversationRouter:
         self.floor = self.params.scale_floor * scale * emb_weight / self.router.total_weight or 0.01
         self._prepared: OrderedDict[str, PreparedQuery] = OrderedDict()
         self._prepared_lock = threading.Lock()
+        embedder = self.router.embedder
+        self._encoder_id = f"{embedder.model_id}/{embedder.dimension}" if embedder is not None else ""
+        """Whose vectors the session's state stores (the key of a stored vector names it)."""
 
     # --------------------------------------------------------------------------------- public API
     def route(self, text: str, session: str, *, owner: str | None = None) -> ConversationDecision:
@@ -312,7 +315,7 @@ class ConversationRouter:
         joined = f"{prior[-1]}\n{text}"
         if self.params.pair_encoded:
             return _Pair(joined, prior[-1], encoded=self.router.encode_ahead(joined) if self.encode_ahead else None)
-        return _Pair(joined, prior[-1], previous_vector=_stored_vector(state, prior[-1]))
+        return _Pair(joined, prior[-1], previous_vector=_stored_vector(state, prior[-1], self._encoder_id))
 
     def _with_previous(self, features: TurnFeatures, pair: _Pair, message: PreparedQuery) -> TurnFeatures:
         """The message read together with the previous user turn: its scores as task evidence (only a turn that
@@ -419,7 +422,7 @@ class ConversationRouter:
                 value["evidence"] = {self.agents[int(i)].id: round(float(evidence[i]), 5) for i in keep}
         if vector is not None:  # the next turn reads the two turns together without encoding this one again
             value["vector"] = base64.b64encode(vector.astype("<f2").tobytes()).decode("ascii")
-            value["vector_of"] = _text_key(text)
+            value["vector_of"] = _text_key(text, self._encoder_id)
         self.store.put_state(STATE_NAMESPACE, session, value, owner)
 
 
@@ -433,14 +436,16 @@ def joined(previous: F32, previous_words: int, message: F32, message_words: int)
     return result
 
 
-def _text_key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+def _text_key(text: str, encoder: str) -> str:
+    """The key a stored vector is kept under: its text and the encoder that made it (a session routed before the
+    catalogue's encoder changed must not join a vector of the old model's space with one of the new)."""
+    return hashlib.sha1(f"{encoder}\0{text}".encode()).hexdigest()[:16]
 
 
-def _stored_vector(state: dict[str, Any], text: str) -> F32 | None:
-    """The vector the session's last routed message stored, if that message is ``text``."""
+def _stored_vector(state: dict[str, Any], text: str, encoder: str) -> F32 | None:
+    """The vector the session's last routed message stored, if that message is ``text`` encoded by ``encoder``."""
     stored = state.get("vector")
-    if not isinstance(stored, str) or state.get("vector_of") != _text_key(text):
+    if not isinstance(stored, str) or state.get("vector_of") != _text_key(text, encoder):
         return None
     try:
         raw = base64.b64decode(stored.encode("ascii"), validate=True)
