@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from memroute.embed import CachedEmbedder
+from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedder
 from memroute.errors import InputError
 from memroute.routing import AgentRouter, Calibration, ContentItem, LabelledExample, RouterQuery, fit
 from memroute.routing.index import BM25
+from memroute.routing.strategies import BM25Strategy, EmbeddingStrategy, MentionStrategy
 from memroute.types import Agent, AgentStatus
 
 AGENTS = (
@@ -180,3 +181,27 @@ def test_catalogue_cache_reuses_agent_versions(router: AgentRouter) -> None:
     second = router.index(changed)
     assert second is not first and second.entries[0] is first.entries[0]
     assert second.entries[3] is not first.entries[3]
+
+
+def test_japanese_and_korean_messages_read_the_agents_names_across_languages(embedder: CachedEmbedder) -> None:
+    """Agents described alike: what reading their (English) names adds to a Korean or Japanese message's scores
+    points to the right one and takes from the others, and an English message is scored as without."""
+    e5 = E5SmallEmbedder()
+    aware = LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
+    same = "사용자의 요청을 받아 처리하는 개인 비서 기능입니다."
+    agents = (Agent("weather", "weather", same), Agent("music", "music", same), Agent("calendar", "calendar", same))
+
+    def router(by_name: float) -> AgentRouter:
+        return AgentRouter([MentionStrategy(), EmbeddingStrategy(by_name=by_name), BM25Strategy()], embedder=aware)
+
+    assert EmbeddingStrategy().by_name > 0  # on by default
+    named, unnamed = router(EmbeddingStrategy().by_name), router(0.0)
+    for text, expected in (("노래 좀 틀어 줘", "music"), ("내일 비 와?", "weather"), ("好きな曲を流して", "music"),
+                           ("明日は雨が降りますか", "weather"), ("다음 주 일정 알려 줘", "calendar")):
+        added = (named.score(text, named.index(agents)).parts["embedding"]
+                 - unnamed.score(text, unnamed.index(agents)).parts["embedding"])
+        assert agents[int(np.argmax(added))].id == expected, (text, added)
+        assert float(added.max()) > 0.005 and float(added.min()) <= 0  # centred over the catalogue
+    english = "Play some relaxing songs"
+    assert np.array_equal(named.score(english, named.index(agents)).total,
+                          unnamed.score(english, unnamed.index(agents)).total)

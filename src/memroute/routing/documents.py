@@ -62,6 +62,8 @@ class AgentDocument:
     examples: tuple[str, ...]
     names: tuple[str, ...]
     """Normalised id and name: what a mention must match."""
+    label: str
+    """The name's words (``code_review`` → ``code review``), embedded on their own: read across languages."""
     keyword_tokens: frozenset[str]
     tool_names: frozenset[str]
 
@@ -76,6 +78,6 @@ def describe(agent: Agent) -> AgentDocument:
     return AgentDocument(
         doc_tokens=tuple(tokenize(build_doc(agent))),
         example_tokens=tuple(t for e in agent.examples for t in tokenize(e)),
-        pieces=pieces, examples=tuple(e for e in agent.examples if e.strip()), names=names,
+        pieces=pieces, examples=tuple(e for e in agent.examples if e.strip()), names=names, label=head,
         keyword_tokens=keyword_tokens, tool_names=tool_names,
     )

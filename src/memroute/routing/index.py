@@ -83,6 +83,8 @@ class AgentEntry:
     doc: AgentDocument
     piece_vectors: F32 | None
     example_vectors: F32 | None
+    label_vector: F32 | None = None
+    """The name's words on their own (:attr:`AgentDocument.label`)."""
 
 
 class CatalogueIndex:
@@ -107,6 +109,10 @@ class CatalogueIndex:
         # Pieces and examples are stacked agent by agent, so per-agent maxima are one reduceat each.
         self.piece_matrix, self.piece_owner, self.piece_starts = _stack([e.piece_vectors for e in entries],
                                                                         self.dimension)
+        labels = [e.label_vector for e in entries if e.label_vector is not None]
+        self.label_matrix: F32 | None = (np.vstack(labels).astype(np.float32)
+                                         if self.has_vectors and labels and len(labels) == self.n else None)
+        """One row per agent: its name's words (:attr:`AgentEntry.label_vector`), ``None`` without vectors."""
         self.example_matrix, self.example_owner, self.example_starts = _stack(
             [e.example_vectors for e in entries], self.dimension)
         self.example_agents = np.unique(self.example_owner) if self.example_owner.size else np.zeros(0, np.int32)
@@ -201,17 +207,19 @@ class AgentCache:
             docs = [describe(a) for _, a in missing]
             piece_vecs: list[F32 | None] = [None] * len(missing)
             example_vecs: list[F32 | None] = [None] * len(missing)
+            label_vecs: list[F32 | None] = [None] * len(missing)
             if self.embedder is not None:
-                texts = list(dict.fromkeys(t for d in docs for t in (*d.pieces, *d.examples)))
+                texts = list(dict.fromkeys(t for d in docs for t in (*d.pieces, *d.examples, d.label)))
                 vecs = self.embedder.embed(texts, side="passage") if texts else None
                 row = {t: i for i, t in enumerate(texts)}
                 for j, d in enumerate(docs):
                     assert vecs is not None  # every agent has at least one piece (its name)
                     piece_vecs[j] = vecs[[row[t] for t in d.pieces]]
                     example_vecs[j] = vecs[[row[t] for t in d.examples]] if d.examples else None
+                    label_vecs[j] = vecs[row[d.label]]
             with self._lock:
                 for j, (k, _) in enumerate(missing):
-                    entry = AgentEntry(k, docs[j], piece_vecs[j], example_vecs[j])
+                    entry = AgentEntry(k, docs[j], piece_vecs[j], example_vecs[j], label_vecs[j])
                     self._entries[k] = entry
                     have[k] = entry
                 while len(self._entries) > self.max_agents:

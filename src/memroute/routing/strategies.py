@@ -240,16 +240,27 @@ class EmbeddingStrategy:
     its agent's description's: a short capability such as 「地域」 or "인원" belongs to many agents, and e5 scores
     it on the few characters it has. English texts have no e5 part, so English scores are unchanged. On the
     dev splits of JMultiWOZ-TC and memroute's Japanese and Korean sets, 0.3 and 0.5 gave the best mean (0,
-    0.3, 0.5, 0.7; docs/benchmarks.md); the same mixing on use-m3's part cost English sets 1-3 points."""
+    0.3, 0.5, 0.7; docs/benchmarks.md); the same mixing on use-m3's part cost English sets 1-3 points.
+
+    A Japanese or Korean message is also read against each agent's name on its own (``calendar``,
+    ``code review``): a catalogue's names are mostly English words, and an English text's vector is use-m3 alone,
+    the encoder strongest across languages, so the name bridges words a description in the users' language does
+    not share with them (native words against loanwords, "노동요 좀 틀어 줘" against a music agent described as
+    "음악 재생"). ``by_name`` times the name's cosine, centred over the catalogue, is added to the pieces' score;
+    English messages are not read this way (their use-m3 vector already sees the name, which heads the
+    description piece), so English scores are unchanged. 0.2 (in the language-aware cosine's units, where use-m3
+    is ``sqrt(0.2)`` of a Japanese or Korean vector) was the middle of the dev plateau 0.15-0.3 over memroute's
+    Korean and Japanese sets and JMultiWOZ-TC (docs/benchmarks.md)."""
 
     name = "embedding"
 
     def __init__(self, weight: float = 1.0, top_examples: int = 3, top_pieces: int = 2,
-                 in_context: float = 0.3) -> None:
+                 in_context: float = 0.3, by_name: float = 0.2) -> None:
         self.weight = weight
         self.top_examples = top_examples
         self.top_pieces = top_pieces
         self.in_context = in_context
+        self.by_name = by_name
 
     def similarities(self, query: PreparedQuery, index: CatalogueIndex) -> tuple[F32, F32]:
         """(best piece cosine, example cosine) per agent; agents without examples get -1 for the latter."""
@@ -260,12 +271,23 @@ class EmbeddingStrategy:
         if index.piece_matrix.shape[0]:
             piece[index.piece_owner[index.piece_starts]] = _best_pieces(self._piece_sims(query.vector, index),
                                                                         index, self.top_pieces)
+            piece += self._by_name(query.vector, index)
         if index.example_matrix.shape[0]:
             sims = index.example_matrix @ query.vector
             example[index.example_agents] = (
                 top_mean(sims, index.example_grid, self.top_examples) if index.example_grid is not None
                 else _top_mean(sims, index.example_owner, index.example_starts, self.top_examples))
         return piece, example
+
+    def _by_name(self, vector: F32, index: CatalogueIndex) -> F32 | np.float32:
+        """A Japanese or Korean message read against each agent's name on its own (see the class docstring),
+        centred over the catalogue: ``by_name * (cosine - mean cosine)``; 0 for any other message."""
+        split = index.strong_from
+        if self.by_name <= 0 or index.label_matrix is None or split is None or not vector[split:].any():
+            return np.float32(0.0)
+        sims = index.label_matrix @ vector
+        out: F32 = (np.float32(self.by_name) * (sims - sims.mean())).astype(np.float32)
+        return out
 
     def _piece_sims(self, vector: F32, index: CatalogueIndex) -> F32:
         """Cosine of the message to every piece; with a language-aware encoder, each capability's part from
