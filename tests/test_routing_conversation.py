@@ -273,7 +273,9 @@ def test_by_default_the_pair_joins_the_two_turns_own_vectors(memory: Memory, emb
     alone.route(follow, session="alone")
 
     def evidence(session: str) -> dict[str, float]:
-        return memory.store.get_state("routing", session, "alice")["evidence"]
+        state = memory.store.get_state("routing", session, "alice")
+        assert state is not None
+        return dict(state["evidence"])
 
     assert evidence("restarted") == evidence("joined") != evidence("alone")  # the pair is task evidence
 
