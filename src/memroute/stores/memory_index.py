@@ -463,25 +463,29 @@ class MemoryIndex:
     def _search_time_range(self, query: npt.NDArray[np.float32], flt: SearchFilter,
                            limit: int) -> list[ScoredId] | None:
         """Exact top ``limit`` inside a time range that holds at most half the rows, found from the time-ordered
-        copy (:mod:`memroute.stores.time_copy`): the filters are read for the range's rows only, not for every row
-        (~3.5 ms at 1M), and the range is scored through the copy (one contiguous read, the best rows rescored with
-        a proven bound) unless scoring the rows that pass one by one costs less (few of the range's rows pass the
-        other filters, or the range is small). ``None`` for a larger range (the whole-column path). Every row below
-        the copy's rows that passes a time range is in the copy (rows without a time or deleted when it was written
-        pass none, and a slot's time never changes); the rows put after it are filtered and scored exactly."""
+        copy (:mod:`memroute.stores.time_copy`): the other filters are read for the range's rows only, from the kept
+        mask of the filter without its range (:meth:`_allowed`), and the range is scored through the copy (one
+        contiguous read, the best rows rescored with a proven bound) unless scoring the rows that pass one by one
+        costs less (few of the range's rows pass the other filters, or the range is small). ``None`` for a larger
+        range (the whole-column path). Every row below the copy's rows that passes a time range is in the copy (rows
+        without a time or deleted when it was written pass none, and a slot's time never changes); the rows put
+        after it are filtered and scored exactly."""
         copy = self._time
         assert copy is not None
-        owner = self._codes.get("o:" + flt.owner)
-        if owner is None:
-            return []
         a, b = copy.span(None if flt.start is None else to_micros(flt.start),
                          None if flt.end is None else to_micros(flt.end))
         if (b - a) * 2 > self._n:
             return None
+        # the other filters from the kept mask of every row (a recall's search without the range made it), read for
+        # the range's rows: one gather, against the filter columns' seven at 40k scattered rows (~2.5 ms a month)
+        found_allowed = self._allowed(replace(flt, start=None, end=None))
+        if found_allowed is None:
+            return []
+        allowed = found_allowed[0]
         in_range = copy.order[a:b]
-        keep = self._mask(in_range, flt) & (self._owner[in_range] == owner)
+        keep = allowed[in_range]  # the copy's rows [a, b) are inside the range
         after = slice(copy.rows, self._n)
-        tail = np.flatnonzero(self._mask(after, flt) & (self._owner[after] == owner)) + copy.rows
+        tail = np.flatnonzero(allowed[after] & self._in_time(after, flt)) + copy.rows
         passing = int(np.count_nonzero(keep))
         if (b - a) / time_copy.ROW_COST + max(time_copy.FIRST_K, 4 * limit) >= passing:
             slots = np.sort(np.concatenate([in_range[keep], tail]))
