@@ -611,7 +611,7 @@ class MemoryIndex:
         the score of every row that has one: at 1M rows a long query's 460k postings are 300k rows, and gathering
         each posting's score from the 8 MB of sums (a cache miss each, 5.2 ms) then partitioning them (1.7 ms) was
         half of a search's 12.9 ms (load ~10).
-        The best score of each block of ``_BLOCK_ROWS`` rows (one contiguous pass) gives ``tau``, a score at least
+        The best score of each group of ``_BLOCK_ROWS`` rows (one contiguous pass) gives ``tau``, a score at least
         ``m`` rows reach; the rows at ``tau`` or above are filtered, and if ``limit`` of them pass, no row below can
         enter the answer (ties with the last one score the same, so they are among them). Else ``m`` grows as in
         :meth:`_top_passing`. A time range is applied to every row first (contiguous column passes), then the few
@@ -621,7 +621,9 @@ class MemoryIndex:
             rows = np.flatnonzero((sums > 0) & self._in_time(slice(0, len(sums)), flt))
             return self._top_passing(rows, sums[rows], limit, flt, owner)
         whole = len(sums) - len(sums) % _BLOCK_ROWS
-        blocks = sums[:whole].reshape(-1, _BLOCK_ROWS).max(axis=1)
+        # group j: the rows j, j + g, j + 2g, ... (g = whole / 64): any 64 distinct rows a group will do, and the
+        # maximum of 64 contiguous rows of g is one vectorised pass (a maximum over each run of 64 took 4x longer)
+        blocks = sums[:whole].reshape(_BLOCK_ROWS, -1).max(axis=0)
         if whole < len(sums):
             blocks = np.append(blocks, sums[whole:].max())
         m = 4 * limit
