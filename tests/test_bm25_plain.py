@@ -27,12 +27,16 @@ def impacts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setattr(memory_index._Impacts, "MAX_POSTINGS", 3000)
 
 
-@pytest.fixture(autouse=True, params=["as set", "every row's score", "the postings' scores"])
+@pytest.fixture(autouse=True, params=["as set", "every row's score", "every row's score, by groups",
+                                      "the postings' scores"])
 def cut(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test also with the best rows always cut from every row's score (``_top_scored``) and always from the
+    """Every test also with the best rows always cut from every row's score (``_top_scored``; its rows at the cut
+    found by a pass over every row, as these small indexes have it, or from their groups), and always from the
     postings' own scores (``_top_passing``)."""
-    if request.param == "every row's score":
+    if request.param.startswith("every row's score"):
         monkeypatch.setattr(memory_index, "_DENSE_SHARE", 10**9)
+    if request.param == "every row's score, by groups":
+        monkeypatch.setattr(memory_index, "_GROUP_SHARE", 0)
     elif request.param == "the postings' scores":
         monkeypatch.setattr(memory_index, "_DENSE_SHARE", 0)
 

@@ -33,7 +33,8 @@ def thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def timed_records(start: int, n: int, seed: int) -> list[MemoryRecord]:
-    """Two owners, three sessions, one row in 20 without a time; times spread over ~125 days, out of row order."""
+    """Two owners, three sessions, one row in 20 without a time, one in 9 expiring; times spread over ~125 days,
+    out of row order."""
     out = []
     for i in range(start, start + n):
         rng = np.random.default_rng([seed, i])
@@ -41,8 +42,9 @@ def timed_records(start: int, n: int, seed: int) -> list[MemoryRecord]:
         v = CENTRES[i % len(CENTRES)] + 0.03 * rng.standard_normal(DIM).astype(np.float32)
         v /= np.linalg.norm(v)
         when = None if i % 20 == 7 else T0 + timedelta(hours=int(rng.integers(0, 3000)))
+        expires = T0 + timedelta(hours=int(rng.integers(0, 3000))) if i % 9 == 4 else None
         item = MemoryItem(id=f"m{i}", owner="o" if i % 4 else "p", text=f"w{i % 97} m{i}", session_id=f"s{i % 3}",
-                          occurred_at=when)
+                          occurred_at=when, expires_at=expires)
         out.append(MemoryRecord(item, [f"w{i % 97}", f"m{i}"], v))
     return out
 
@@ -110,7 +112,8 @@ def check_ranges(store: SQLiteStore, db: Path, queries: int = 30) -> None:
             elif i % 6 == 4:  # a day: scored one by one
                 end = first + timedelta(hours=24)
             flt = SearchFilter(owner="o" if i % 5 else "p", start=start, end=end,
-                               session_id="s1" if i % 7 == 3 else None)
+                               session_id="s1" if i % 7 == 3 else None,
+                               now=T0 + timedelta(hours=int(rng.integers(0, 3000))) if i % 2 else None)
             words = [f"w{j}" for j in rng.integers(0, 97, 3)]
             if i % 6 == 3:  # the range's ends are the times of two memories, whose words are searched
                 ends = sorted(rng.choice([k for k, t in times.items() if t is not None], 2, replace=False),

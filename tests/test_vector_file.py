@@ -48,3 +48,29 @@ def test_rows_outside_the_file_are_an_error(tmp_path: Path) -> None:
         fh.truncate(100 * matrix.shape[1] * 4)
     with pytest.raises(OSError, match="ended before"):
         file.take(np.array([2000]))
+    with pytest.raises(OSError, match="ended before"):  # not a mapping past the end (SIGBUS)
+        file.each_mapped(50, 101, lambda first, rows: None)
+    with pytest.raises(IndexError):
+        file.each_mapped(10, len(matrix) + 1, lambda first, rows: None)
+
+
+@pytest.mark.parametrize("map_bytes", [8 << 20, 4096, 1000])  # one map, maps of 42 rows, of 10 (not page-aligned)
+def test_each_mapped_gives_every_row_once_and_leaves_no_mapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 map_bytes: int) -> None:
+    monkeypatch.setattr(vector_file, "_MAP_BYTES", map_bytes)
+    path, matrix = saved(tmp_path)
+    file = VectorFile(path, matrix.shape[1], len(matrix))
+    for start, stop in [(0, len(matrix)), (1, 2), (777, 2345), (5, 5), (2999, 3000)]:
+        got = np.full_like(matrix, np.nan)
+        seen = np.zeros(len(matrix), dtype=int)
+
+        def use(first: int, rows: np.ndarray, got: np.ndarray = got, seen: np.ndarray = seen) -> None:
+            assert not rows.flags.writeable
+            got[first : first + len(rows)] = rows
+            seen[first : first + len(rows)] += 1
+
+        file.each_mapped(start, stop, use)
+        assert np.array_equal(got[start:stop], matrix[start:stop])
+        assert (seen[start:stop] == 1).all() and seen.sum() == stop - start
+    maps = Path("/proc/self/maps").read_text()
+    assert str(path) not in maps  # every map was undone

@@ -46,9 +46,14 @@ _META = ("_alive", "_owner", "_session", "_kind", "_sens", "_occurred", "_expire
 
 _SCORE_BLOCK = 8192
 _BLOCK_ROWS = 64
-_DENSE_SHARE = 4
-"""A BM25 search whose postings number a quarter of the rows or more cuts its best rows from every row's score
-(:meth:`MemoryIndex._top_scored`, passes over every row); fewer postings: from their own scores."""
+_DENSE_SHARE = 8
+"""A BM25 search whose postings number an eighth of the rows or more cuts its best rows from every row's score
+(:meth:`MemoryIndex._top_scored`, passes over every row); fewer postings: from their own scores. At 1M rows the two
+cost the same at ~90-125k postings (the 200 bench queries, load 8.6: 1.2-1.3 ms from every row's score whatever the
+postings, from the postings' own scores 1.2 ms at 50k-100k, 1.8 ms at 100k-150k, 2.7-2.8 ms at 150k-250k)."""
+_GROUP_SHARE = 8
+""":meth:`MemoryIndex._top_scored` reads the rows of the groups whose best reaches its cut while they are at most an
+eighth of the rows; more: one pass over every row's score."""
 NO_TIME = np.iinfo(np.int64).min
 """``occurred_at`` of a row without one (it matches no time range)."""
 NEVER = np.iinfo(np.int64).max
@@ -224,7 +229,7 @@ class MemoryIndex:
         self._changes = 0
         """Counts puts, removes and compactions: what the cached length norms were computed at."""
         self._norms: tuple[tuple[float, float, int], npt.NDArray[np.float32]] | None = None
-        self._last_bm25: tuple[tuple[frozenset[str], float, float, int], npt.NDArray[np.int32],
+        self._last_bm25: tuple[tuple[frozenset[str], float, float, int], npt.NDArray[np.intp],
                                npt.NDArray[np.float64]] | None = None
         """The last BM25 search's postings' rows and every row's score before the filter, by its terms, weights and
         ``_changes``."""
@@ -463,25 +468,29 @@ class MemoryIndex:
     def _search_time_range(self, query: npt.NDArray[np.float32], flt: SearchFilter,
                            limit: int) -> list[ScoredId] | None:
         """Exact top ``limit`` inside a time range that holds at most half the rows, found from the time-ordered
-        copy (:mod:`memroute.stores.time_copy`): the filters are read for the range's rows only, not for every row
-        (~3.5 ms at 1M), and the range is scored through the copy (one contiguous read, the best rows rescored with
-        a proven bound) unless scoring the rows that pass one by one costs less (few of the range's rows pass the
-        other filters, or the range is small). ``None`` for a larger range (the whole-column path). Every row below
-        the copy's rows that passes a time range is in the copy (rows without a time or deleted when it was written
-        pass none, and a slot's time never changes); the rows put after it are filtered and scored exactly."""
+        copy (:mod:`memroute.stores.time_copy`): the other filters are read for the range's rows only, from the kept
+        mask of the filter without its range (:meth:`_allowed`), and the range is scored through the copy (one
+        contiguous read, the best rows rescored with a proven bound) unless scoring the rows that pass one by one
+        costs less (few of the range's rows pass the other filters, or the range is small). ``None`` for a larger
+        range (the whole-column path). Every row below the copy's rows that passes a time range is in the copy (rows
+        without a time or deleted when it was written pass none, and a slot's time never changes); the rows put
+        after it are filtered and scored exactly."""
         copy = self._time
         assert copy is not None
-        owner = self._codes.get("o:" + flt.owner)
-        if owner is None:
-            return []
         a, b = copy.span(None if flt.start is None else to_micros(flt.start),
                          None if flt.end is None else to_micros(flt.end))
         if (b - a) * 2 > self._n:
             return None
+        # the other filters from the kept mask of every row (a recall's search without the range made it), read for
+        # the range's rows: one gather, against the filter columns' seven at 40k scattered rows (~2.5 ms a month)
+        found_allowed = self._allowed(replace(flt, start=None, end=None))
+        if found_allowed is None:
+            return []
+        allowed = found_allowed[0]
         in_range = copy.order[a:b]
-        keep = self._mask(in_range, flt) & (self._owner[in_range] == owner)
+        keep = allowed[in_range]  # the copy's rows [a, b) are inside the range
         after = slice(copy.rows, self._n)
-        tail = np.flatnonzero(self._mask(after, flt) & (self._owner[after] == owner)) + copy.rows
+        tail = np.flatnonzero(allowed[after] & self._in_time(after, flt)) + copy.rows
         passing = int(np.count_nonzero(keep))
         if (b - a) / time_copy.ROW_COST + max(time_copy.FIRST_K, 4 * limit) >= passing:
             slots = np.sort(np.concatenate([in_range[keep], tail]))
@@ -558,7 +567,7 @@ class MemoryIndex:
         return np.concatenate([copy.order[a:b], np.arange(copy.rows, rows)])
 
     def _bm25_scores(self, tokens: Sequence[str], w_own: float, w_ctx: float,
-                     avgdl: float) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]] | None:
+                     avgdl: float) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
         """The rows having a term of ``tokens`` (a row of several terms comes several times) and every row's score
         (0 for a row without one: a term's contribution is positive); ``None`` if no row has one."""
         docs = len(self)
@@ -587,9 +596,11 @@ class MemoryIndex:
             impacts.append(impact)
         if not touched:
             return None
-        cand = np.concatenate(touched)  # a row of several terms comes several times, with one score
+        # a row of several terms comes several times, with one score; cast while copied, to the types bincount
+        # reads (it would convert each again: 0.5 ms of 4 at 460k postings)
+        cand = np.concatenate(touched, dtype=np.intp)
         # a term's slots are distinct: each row's score is its terms' scores added in term order, in float64
-        return cand, np.asarray(np.bincount(cand, weights=np.concatenate(impacts).astype(np.float64),
+        return cand, np.asarray(np.bincount(cand, weights=np.concatenate(impacts, dtype=np.float64),
                                             minlength=self._n), dtype=np.float64)
 
     def _length_norms(self, w_own: float, w_ctx: float, avgdl: float) -> npt.NDArray[np.float32]:
@@ -607,7 +618,7 @@ class MemoryIndex:
         the score of every row that has one: at 1M rows a long query's 460k postings are 300k rows, and gathering
         each posting's score from the 8 MB of sums (a cache miss each, 5.2 ms) then partitioning them (1.7 ms) was
         half of a search's 12.9 ms (load ~10).
-        The best score of each block of ``_BLOCK_ROWS`` rows (one contiguous pass) gives ``tau``, a score at least
+        The best score of each group of ``_BLOCK_ROWS`` rows (one contiguous pass) gives ``tau``, a score at least
         ``m`` rows reach; the rows at ``tau`` or above are filtered, and if ``limit`` of them pass, no row below can
         enter the answer (ties with the last one score the same, so they are among them). Else ``m`` grows as in
         :meth:`_top_passing`. A time range is applied to every row first (contiguous column passes), then the few
@@ -617,13 +628,25 @@ class MemoryIndex:
             rows = np.flatnonzero((sums > 0) & self._in_time(slice(0, len(sums)), flt))
             return self._top_passing(rows, sums[rows], limit, flt, owner)
         whole = len(sums) - len(sums) % _BLOCK_ROWS
-        blocks = sums[:whole].reshape(-1, _BLOCK_ROWS).max(axis=1)
+        # group j: the rows j, j + g, j + 2g, ... (g = whole / 64): any 64 distinct rows a group will do, and the
+        # maximum of 64 contiguous rows of g is one vectorised pass (a maximum over each run of 64 took 4x longer)
+        g = whole // _BLOCK_ROWS
+        blocks = sums[:whole].reshape(_BLOCK_ROWS, g).max(axis=0)
         if whole < len(sums):
-            blocks = np.append(blocks, sums[whole:].max())
+            blocks = np.append(blocks, sums[whole:].max())  # group g: the last rows
         m = 4 * limit
         while True:
             tau = float(np.partition(blocks, len(blocks) - m)[len(blocks) - m]) if m < len(blocks) else 0.0
-            rows = np.flatnonzero(sums >= tau) if tau > 0 else np.flatnonzero(sums > 0)
+            hit = np.flatnonzero(blocks >= tau) if tau > 0 else None
+            if hit is not None and len(hit) * _BLOCK_ROWS * _GROUP_SHARE <= len(sums):
+                # the rows at tau or above are in the groups whose best reaches it: their 64 rows each, not a pass
+                # over every row (~0.6 ms at 1M)
+                rows = (hit[hit < g, None] + g * np.arange(_BLOCK_ROWS)).ravel()
+                if len(hit) and hit[-1] == g:
+                    rows = np.concatenate([rows, np.arange(whole, len(sums))])
+                rows = rows[sums[rows] >= tau]
+            else:
+                rows = np.flatnonzero(sums >= tau) if tau > 0 else np.flatnonzero(sums > 0)
             keep = self._mask(rows, flt) & (self._owner[rows] == owner)
             passed = int(np.count_nonzero(keep))
             if passed >= limit or tau <= 0:

