@@ -50,6 +50,7 @@ from memroute.stores.pg_sql import (
     ALL_STATE_SQL,
     ANALYZE_SQL,
     COLUMNS,
+    DELETE_LOCK_SQL,
     DELETE_SQL,
     DF_POSTINGS_SQL,
     DF_SQL,
@@ -64,6 +65,8 @@ from memroute.stores.pg_sql import (
     LOCK_ID,
     MESSAGES_PAGE_SQL,
     META_SQL,
+    MOVE_LOCK,
+    MOVE_LOCK_SQL,
     OWNER_ROWS_SQL,
     PENDING_ROWS,
     PENDING_SQL,
@@ -305,6 +308,7 @@ class PgOperations:
         self._pending = pending
         if excess <= 0:
             return 0
+        yield Sql(MOVE_LOCK_SQL, (MOVE_LOCK,))
         moved = int((yield Sql(INDEX_PENDING_SQL, (excess,))))
         self._pending -= moved
         return moved
@@ -345,6 +349,7 @@ class PgOperations:
 
     def op_index_pending(self, limit: int) -> Op[int]:
         """Move up to ``limit`` pending rows into the HNSW graph; how many were moved."""
+        yield Sql(MOVE_LOCK_SQL, (MOVE_LOCK,))
         return int((yield Sql(INDEX_PENDING_SQL, (int(limit),))))
 
     def op_pending(self, limit: int) -> Op[int]:
@@ -396,10 +401,12 @@ class PgOperations:
     def op_delete(self, ids: Sequence[str], owner: str) -> Op[int]:
         if not ids:
             return 0
+        yield Sql(DELETE_LOCK_SQL, (MOVE_LOCK,))  # the graph's moves in flight end first, no new one starts
         return int((yield Sql(DELETE_SQL, (owner, list(ids)))))  # lexical rows go with them (ON DELETE CASCADE)
 
     def op_delete_where(self, owner: str, session_id: str | None) -> Op[int]:
         self._cache.owner_rows.pop(owner, None)
+        yield Sql(DELETE_LOCK_SQL, (MOVE_LOCK,))
         if session_id is None:
             yield Sql("DELETE FROM memroute_messages WHERE owner = %s", (owner,))
             yield Sql("DELETE FROM memroute_state WHERE owner = %s", (owner,))
