@@ -118,9 +118,10 @@ moves the excess into the graph itself before it returns, at the graph's own rat
 pending rows of its owner exactly: with 20,000 of them beside 30,000 in the graph it took p50 72 / p95 101 ms,
 with 5,000 26 / 44 ms, with none 7 / 16 ms on 2 cores at load 11; 37 / 51, 10 / 16 and 2 / 8 ms at load 4
 (docs/benchmarks.md). A store takes another bound as ``pending_rows``."""
-INDEX_ROWS = 64
-"""Pending rows moved into the HNSW graph per transaction (0.3-0.4 s at 4.7-6.3 ms a row; ~1 s at load 11): a
-delete of rows being moved waits for the moves in flight (:data:`MOVE_LOCK_SQL`), so at most this long."""
+INDEX_ROWS = 32
+"""Pending rows moved into the HNSW graph per transaction (0.15-0.2 s at 4.7-6.3 ms a row; 1.5 s at load 6 on
+the 1M graph): a delete of rows being moved waits for the moves in flight (:data:`DELETE_LOCK_SQL`), so at most
+this long (3.3-4.1 s with 64 at load 6, docs/benchmarks.md)."""
 MOVE_LOCK = 0x6D6D7276
 """The first key of the advisory lock between moves into the graph (shared) and deletes (exclusive); the
 second is the schema's (``hashtext(current_schema())``), so stores in other schemas do not wait for each other."""
