@@ -375,14 +375,15 @@ def bm25_scores(rows: Sequence[Any], terms: Sequence[str], w_own: float, w_ctx: 
     if avgdl <= 0:
         return []
     scored = []
+    idfs = [(term, bm25.idf(docs, dfs[term])) for term in terms]  # once a call, not once a row and term
     for mid, own_text, ctx_text, len_own, len_ctx, row_id in rows:
         own, ctx = indexed(own_text), indexed(ctx_text) if w_ctx > 0 else []
-        dl = w_own * len_own + w_ctx * len_ctx
+        norm = bm25.length_norm(w_own * len_own + w_ctx * len_ctx, avgdl)
         score = 0.0
-        for term in terms:
+        for term, term_idf in idfs:
             tf = w_own * own.count(term) + (w_ctx * ctx.count(term) if ctx else 0.0)
             if tf > 0:
-                score += bm25.term_score(bm25.idf(docs, dfs[term]), tf, dl, avgdl)
+                score += bm25.normed_term_score(term_idf, tf, norm)
         if score > 0:
             scored.append((score, int(row_id), mid))
     return scored
