@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -286,3 +287,35 @@ def test_a_delete_waits_for_the_moves_in_flight_only_not_for_its_rows_to_be_move
     assert _parts(url) == (0, 0) and writer.count() == 0
     indexer.close()
     writer.close()
+
+
+def test_closing_the_store_cancels_a_move_in_flight_and_joins_the_indexer(pg_server: PgServer) -> None:
+    """A move that waits in the server (here for a table lock) is cancelled and rolled back by close(), which
+    returns once the indexer's thread has ended: no thread outlives its store."""
+    from memroute.stores.pg_indexer import PendingIndexer
+    from memroute.stores.postgres import PostgresStore
+
+    url = pg_server.new_database()
+    writer = PostgresStore(url, index_in_background=False)
+    writer.bind_model("m", DIM)
+    writer.upsert(_records(100))
+    writer.close()
+    with psycopg.connect(url) as blocker, psycopg.connect(url, autocommit=True) as watcher:
+        blocker.execute("LOCK TABLE memroute_memories IN EXCLUSIVE MODE")  # reads go on, the move waits
+        indexer = PendingIndexer(url, url, None)
+        indexer.wake()
+        deadline = time.monotonic() + 30
+        waiting: list[Any] = []
+        while not waiting and time.monotonic() < deadline:
+            waiting = watcher.execute("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query "
+                                      "LIKE 'UPDATE memroute_memories%%'").fetchall()
+            time.sleep(0.05)
+        if not waiting:
+            indexer.close()
+        assert waiting, "the move did not start"
+        started = time.monotonic()
+        indexer.close()
+        assert indexer._thread is not None and not indexer._thread.is_alive()
+        assert time.monotonic() - started < 10
+        blocker.rollback()
+    assert indexer.moved == 0 and _parts(url) == (0, 100)  # the cancelled move was rolled back
