@@ -6,6 +6,7 @@
     python -m benchmarks.bench_pg_bm25 compare A B       # top-10 overlap of two measurements
     python -m benchmarks.bench_pg_bm25 rebuild URL       # how long writes and searches wait for a blocks rebuild
     python -m benchmarks.bench_pg_bm25 vectors URL OUT [--queries N]  # HNSW recall against exact search
+    python -m benchmarks.bench_pg_bm25 pending-delete URL N  # how long a delete of N pending rows waits
 
 ``load`` writes the memories of :func:`memroute.eval.bench_corpus.bench_corpus` (distinct real texts, then
 distinct combinations of two; their cached ``use-m3`` vectors, :func:`corpus_vectors`) with ``bulk_load``
@@ -24,6 +25,10 @@ and another runs the bench queries' BM25 searches: each write's and search's wal
 40) exactly and through the HNSW graph at several ``hnsw.ef_search``: recall@10 and @40 of the graph against
 the exact search, each one's wall time, and how often hybrid search's top 10 (the BM25 list and the vector
 list fused as ``Memory.search`` fuses them) is the one it gives with the exact vector list.
+``pending-delete`` writes N memories (owner ``delete-writer``, random vectors) with the store's background
+indexer on, waits until the indexer has moved some of them into the HNSW graph, then deletes all N: the
+delete's wall time and how many rows the indexer moved while it ran (a delete that waits for the rows it
+deletes to be moved first shows most of them here).
 """
 
 from __future__ import annotations
@@ -210,6 +215,39 @@ def rebuild(url: str) -> None:
     print(json.dumps(result))
 
 
+def pending_delete(url: str, n: int) -> None:
+    from memroute.stores import open_store
+    from memroute.types import MemoryItem
+
+    store = open_store(url)
+    indexer = store._indexer  # type: ignore[attr-defined]
+    dim = int(store.stats().dimension or 0)
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ids = [f"dw{i}" for i in range(n)]
+    result: dict[str, Any] = {"memories": n, "started": datetime.now(UTC).isoformat("T", "seconds"),
+                              "load_average_start": os.getloadavg()}
+    t = time.perf_counter()
+    for start in range(0, n, 500):
+        store.upsert([MemoryRecord(MemoryItem(id=mid, owner="delete-writer", text=f"delete writer note {mid}"),
+                                   ["delete", "writer", "note", mid], vecs[start + k])
+                      for k, mid in enumerate(ids[start:start + 500])])
+    result["write_s"] = round(time.perf_counter() - t, 2)
+    deadline = time.monotonic() + 60
+    while indexer.moved == 0 and time.monotonic() < deadline:  # a move is in flight from here on
+        time.sleep(0.01)
+    moved = indexer.moved
+    t, c = time.perf_counter(), time.process_time()
+    result["deleted"] = store.delete(ids, "delete-writer")
+    result["delete_ms"] = round((time.perf_counter() - t) * 1000, 1)
+    result["delete_cpu_ms"] = round((time.process_time() - c) * 1000, 1)
+    result["moved_before_delete"], result["moved_during_delete"] = moved, indexer.moved - moved
+    result["load_average_end"] = os.getloadavg()
+    store.close()
+    print(json.dumps(result))
+
+
 EF_SEARCH = (None, 40, 80, 120, 160, 320)
 """``hnsw.ef_search`` values ``vectors`` sets (None: the store's own choice for the limit)."""
 
@@ -320,6 +358,9 @@ if __name__ == "__main__":
     p.add_argument("--queries", type=int, default=HYBRID, help="the first N hybrid queries (exact search is slow)")
     p.add_argument("--exact-only", action="store_true", help="only the exact searches, kept in OUT")
     p.add_argument("--exact-from", type=Path, help="the exact searches from an earlier OUT")
+    p = sub.add_parser("pending-delete")
+    p.add_argument("url")
+    p.add_argument("n", type=int)
     p = sub.add_parser("compare")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
@@ -332,6 +373,8 @@ if __name__ == "__main__":
         rebuild(args.url)
     elif args.command == "vectors":
         vectors(args.url, args.out, args.queries, args.exact_from, args.exact_only)
+    elif args.command == "pending-delete":
+        pending_delete(args.url, args.n)
     elif args.command == "reference":
         reference(args.url, args.out)
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,19 @@ def embedder() -> CachedEmbedder:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     yield from pg_server_fixture()
+
+
+@pytest.fixture(autouse=True)
+def no_indexer_outlives_its_store() -> Iterator[None]:
+    """A closed PostgreSQL store has joined its background indexer: none may be running after a test (a test
+    that leaves a store open fails here too)."""
+    before = {t for t in threading.enumerate() if t.name == "memroute-pg-indexer"}
+    yield
+    deadline = time.monotonic() + 2.0  # a thread that returned may need a moment to be reaped
+    while (left := [t for t in threading.enumerate() if t.name == "memroute-pg-indexer" and t not in before
+                    and t.is_alive()]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"{len(left)} memroute-pg-indexer thread(s) still running after the test"
 
 
 @pytest.fixture

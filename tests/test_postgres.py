@@ -77,6 +77,8 @@ def test_copy_resumes(pg_server: PgServer, tmp_path: Path) -> None:
     report = copy_store(src, dst, batch_size=7)
     assert report.resumed_from == 20 and report.memories == 30
     assert dst.count() == 30
+    dst.close()  # its background indexer with it
+    src.close()
 
 
 def test_missing_pgvector_is_explained(pg_server: PgServer) -> None:

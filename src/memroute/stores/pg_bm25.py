@@ -37,6 +37,9 @@ frequent words touches ~460,000 postings at 1M memories, and with impacts this f
 no exact cut removes them. Since migration 7 each list is also kept packed in ``memroute_blocks`` (row ids
 and impacts as raw bytes, up to ``BLOCK_POSTINGS`` a row): a search of long lists fetches them in one
 statement and sums the bounds in numpy (:class:`BlockBounds`), then scores the best bounds exactly as above.
+The blocks come in the search's first round trip, with the snapshot, the statistics and document frequencies
+not cached, the impacts' reference and the changed rows (:class:`memroute.stores.pg_ops.Batch`): a search
+at 1M is 3-6 round trips (7-10 before).
 Rows written, updated or deleted since the blocks were built are in ``memroute_blocks_changed`` (triggers):
 every such search scores them exactly and leaves them out of the blocks' bounds, so a stale block never
 decides anything. Writers fold the changed rows into new blocks every ``MERGE_ROWS`` rows
@@ -234,9 +237,9 @@ WORK_MEM = "64MB"
 """The search's ``work_mem``: summing a long utterance's lists at 1M memories groups ~460,000 postings into
 ~300,000 memories, which spilled the hash aggregate to disk in five batches with the default 4 MB (the same
 statement ran 514-574 ms with 64 MB against 660-726 ms, back to back at load 9; docs/benchmarks.md)."""
-SNAPSHOT_SQL = f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SET LOCAL work_mem = '{WORK_MEM}'"
+SNAPSHOT_SQL = ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", f"SET LOCAL work_mem = '{WORK_MEM}'")
 """A search's reads see one snapshot (a list read in several statements is read as of one moment), with room
-to sum the lists in memory."""
+to sum the lists in memory (two statements: a pipeline sends each with its own message)."""
 
 
 def lexical_rows_sql(where: str) -> str:
@@ -246,11 +249,22 @@ def lexical_rows_sql(where: str) -> str:
             f"WHERE m.row_id = ANY(%s) AND {where}")
 
 
-def matching_rows_sql(where: str) -> str:
-    """As :func:`lexical_rows_sql`, of the rows holding a query term only (the changed rows a search scores
-    beside the blocks: up to ``CHANGED_ROWS`` of them, most without the query's terms); the parameters end
-    with the query's ``tsquery`` twice."""
-    return lexical_rows_sql(where) + " AND (m.tsv_own @@ %s::tsquery OR m.tsv_ctx @@ %s::tsquery)"
+def changed_rows_sql(where: str) -> str:
+    """The lexical rows of the changed rows listed for the owner (up to a limit: :data:`CHANGED_SQL`'s, by a
+    subquery, so that they come in the same round trip as the list) that hold a query term and pass the filters
+    (``where`` of ``where_clause``): the changed rows a search scores beside the blocks, most of them without
+    the query's terms. The parameters are the owner and the limit, the filter's, then the query's ``tsquery``
+    twice."""
+    return ("SELECT id, tokens, context_tokens, len_own, len_ctx, row_id FROM memroute_lexical m WHERE m.row_id IN "
+            "(SELECT c.row_id FROM memroute_blocks_changed c WHERE c.owner = %s LIMIT %s) "
+            f"AND {where} AND (m.tsv_own @@ %s::tsquery OR m.tsv_ctx @@ %s::tsquery)")
+
+
+def search_lists(terms: Sequence[str], w_own: float, w_ctx: float) -> list[tuple[str, int, float]]:
+    """(term, field, weight) of every list a search reads, in the order of :attr:`ImpactSearch.lists` (the
+    ``ord`` of :data:`BLOCKS_SQL` and :data:`POSTINGS_SQL` counts in it)."""
+    fields = ((0, w_own),) + (((1, w_ctx),) if w_ctx > 0 else ())
+    return [(t, f, w) for t in terms for f, w in fields if w > 0]
 
 
 def needs_refresh(avgdl_now: float, reference: float | None) -> bool:
@@ -292,9 +306,8 @@ class ImpactSearch:
 
     def __post_init__(self) -> None:
         docs = self.collection[0]
-        fields = ((0, self.w_own),) + (((1, self.w_ctx),) if self.w_ctx > 0 else ())
-        self.lists = [_List(t, f, bm25.idf(docs, self.dfs[t]), max(1.0, w)) for t in self.terms for f, w in fields
-                      if w > 0]
+        self.lists = [_List(t, f, bm25.idf(docs, self.dfs[t]), max(1.0, w))
+                      for t, f, w in search_lists(self.terms, self.w_own, self.w_ctx)]
 
     @property
     def avgdl(self) -> float:
@@ -361,9 +374,12 @@ class ImpactSearch:
     def bound_params(self, owner: str) -> list[Any]:
         """The first parameters of :func:`bounds_sql`: each list's factor on an impact (its share of
         :meth:`bound`), then the owner."""
+        return [[lst.term for lst in self.lists], [lst.field for lst in self.lists], self.factors(), owner]
+
+    def factors(self) -> list[float]:
+        """Each list's factor on an impact: its share of :meth:`bound` is the factor times its impact."""
         drift = max(1.0, self.avgdl / self.reference)
-        return [[lst.term for lst in self.lists], [lst.field for lst in self.lists],
-                [lst.idf * lst.weight * drift * (1 + SLACK) for lst in self.lists], owner]
+        return [lst.idf * lst.weight * drift * (1 + SLACK) for lst in self.lists]
 
     def rescored(self, bounds: Sequence[Sequence[Any]]) -> list[int]:
         """The row ids of a page of :func:`bounds_sql` not scored yet (each has already been met or is new)."""

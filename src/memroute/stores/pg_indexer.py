@@ -10,7 +10,9 @@ its own (not the store's pool, which serves the requests), until none is left, a
 Crash-safe by construction: a move is one UPDATE of the rows' ``indexed`` flag in one transaction, so a row
 is in exactly one of the two parts at every commit. Closing the store cancels a move in flight (it is rolled
 back; another process, or the next write, moves those rows). Several processes may run one each: rows
-another one is moving are skipped (``FOR UPDATE SKIP LOCKED``).
+another one is moving are skipped (``FOR UPDATE SKIP LOCKED``). A delete waits for the moves in flight only,
+not for the rows it deletes to be moved first: no move starts while it runs or waits
+(:data:`memroute.stores.pg_sql.DELETE_LOCK_SQL`).
 
 The same thread rebuilds the BM25 blocks from the postings when a writer's fold finds too many deleted rows
 listed (:data:`memroute.stores.pg_bm25.BUILD_BLOCKS_SQL`: 18-52 s at 1M memories, during which writes and
@@ -28,7 +30,15 @@ from typing import Any
 
 from memroute.errors import DependencyError
 from memroute.stores.pg_bm25 import BLOCKS_LOCK_ID, BUILD_BLOCKS_SQL, MERGE_BLOCKS_SQL
-from memroute.stores.pg_sql import INDEX_PENDING_SQL, INDEX_ROWS, UTC_SESSION_SQL, safe_url, search_path_sql
+from memroute.stores.pg_sql import (
+    INDEX_PENDING_SQL,
+    INDEX_ROWS,
+    MOVE_LOCK,
+    MOVE_TRY_SQL,
+    UTC_SESSION_SQL,
+    safe_url,
+    search_path_sql,
+)
 
 try:
     import psycopg
@@ -40,6 +50,11 @@ log = logging.getLogger(__name__)
 
 RETRY_S = 5.0
 """Wait after a failed move (server restarting, connection lost) before the next try."""
+CANCEL_EVERY_S = 0.5
+"""How often closing the store cancels the indexer's statement again while it waits for the thread to end."""
+CONNECT_TIMEOUT_S = 10
+DELETE_WAIT_S = 0.05
+"""Wait before trying again while a delete runs or waits (:data:`memroute.stores.pg_sql.MOVE_TRY_SQL`)."""
 
 
 class PendingIndexer:
@@ -60,6 +75,8 @@ class PendingIndexer:
         """Rows this indexer moved into the graph (for tests and benchmarks)."""
         self.rebuilds = 0
         """Rebuilds of the BM25 blocks this indexer committed (for tests and benchmarks)."""
+        self.deferred = 0
+        """Moves put off because a delete ran or waited (for tests)."""
 
     def rebuild_blocks(self) -> None:
         """Rebuild the BM25 blocks from the postings (after moving what is pending)."""
@@ -87,18 +104,30 @@ class PendingIndexer:
             time.sleep(0.05)
         return True
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Stop: a move in flight is cancelled (rolled back), the thread joined."""
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop: a move or rebuild in flight is cancelled (rolled back), the thread joined.
+
+        The cancel is sent again every ``CANCEL_EVERY_S`` until the thread ends: a cancel that reaches the server
+        between two statements cancels nothing, and the thread's next statement (up to ``INDEX_ROWS`` graph
+        inserts, or a whole blocks rebuild) would otherwise run on after the store was closed."""
         with self._lock:
             self._closing = True
-            thread, conn = self._thread, self._conn
+            thread = self._thread
         self._stop.set()
         self._wake.set()
-        if conn is not None:
-            with contextlib.suppress(psycopg.Error):  # a connection already gone has nothing in flight
-                conn.cancel_safe()
-        if thread is not None:
-            thread.join(timeout_s)
+        if thread is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while thread.is_alive() and time.monotonic() < deadline:
+            with self._lock:
+                conn = self._conn
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):  # a connection already gone has nothing in flight
+                    conn.cancel_safe(timeout=CANCEL_EVERY_S)
+            thread.join(CANCEL_EVERY_S)
+        if thread.is_alive():
+            log.warning("the background indexer of %s did not stop within %.0f s of closing the store",
+                        safe_url(self._url), timeout_s)
 
     # ------------------------------------------------------------------------------------ the thread
     def _loop(self) -> None:
@@ -129,10 +158,16 @@ class PendingIndexer:
                     self._busy = False
 
     def _drain(self, conn: psycopg.Connection[Any]) -> None:
-        """Move batches until fewer than a batch were left (or the store closes)."""
+        """Move batches until fewer than a batch were left (or the store closes); while a delete runs or
+        waits, lock no rows (it would wait for every row moved meanwhile) and try again shortly."""
         while not self._closing:
             with conn.transaction():
-                moved = conn.execute(INDEX_PENDING_SQL, (self._batch,)).rowcount
+                row = conn.execute(MOVE_TRY_SQL, (MOVE_LOCK,)).fetchone()
+                moved = conn.execute(INDEX_PENDING_SQL, (self._batch,)).rowcount if row and row[0] else -1
+            if moved < 0:
+                self.deferred += 1
+                self._stop.wait(DELETE_WAIT_S)
+                continue
             self.moved += moved
             if moved < self._batch:
                 return
@@ -157,7 +192,7 @@ class PendingIndexer:
         self.rebuilds += 1
 
     def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(self._conninfo, autocommit=True)
+        conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         conn.execute(UTC_SESSION_SQL)
         if self._schema is not None:
             conn.execute(search_path_sql(self._schema, local=False))

@@ -1,6 +1,6 @@
 """Every PostgreSQL store operation, written once for the sync and the async store.
 
-An operation is a generator that yields the statements to run (:class:`Sql`, :class:`Many`, :class:`Pipe`)
+An operation is a generator that yields the statements to run (:class:`Sql`, :class:`Many`, :class:`Batch`)
 and receives their results; it returns the operation's answer. :class:`memroute.stores.postgres.PostgresStore`
 runs it on a connection of a ``ConnectionPool``, :class:`memroute.stores.postgres_async.AsyncPostgresStore`
 awaits each statement on an ``AsyncConnectionPool``; both run one operation in one transaction, so a
@@ -41,15 +41,17 @@ from memroute.stores.pg_bm25 import (
     BlockBounds,
     ImpactSearch,
     bounds_sql,
+    changed_rows_sql,
     lexical_rows_sql,
-    matching_rows_sql,
     needs_refresh,
+    search_lists,
 )
 from memroute.stores.pg_sql import (
     ADD_MESSAGES_SQL,
     ALL_STATE_SQL,
     ANALYZE_SQL,
     COLUMNS,
+    DELETE_LOCK_SQL,
     DELETE_SQL,
     DF_POSTINGS_SQL,
     DF_SQL,
@@ -64,6 +66,8 @@ from memroute.stores.pg_sql import (
     LOCK_ID,
     MESSAGES_PAGE_SQL,
     META_SQL,
+    MOVE_LOCK,
+    MOVE_LOCK_SQL,
     OWNER_ROWS_SQL,
     PENDING_ROWS,
     PENDING_SQL,
@@ -128,15 +132,16 @@ class Many:
 
 
 @dataclass(frozen=True, slots=True)
-class Pipe:
-    """The same one-row query for each parameter set, pipelined in one round trip; the result is each
-    ``fetchone()``."""
+class Batch:
+    """Several statements sent together and answered in one round trip (psycopg's pipeline mode); the result
+    is each statement's result as :class:`Sql` gives it. For statements that do not depend on each other's
+    results: a search's first reads (each round trip is a wake-up of the server and of the client, which on
+    a loaded machine is a wait for a core)."""
 
-    query: str
-    params: Sequence[Sequence[Any]]
+    steps: Sequence[Sql]
 
 
-Step = Sql | Many | Pipe
+Step = Sql | Many | Batch
 Op = Generator[Step, Any, T]
 
 
@@ -305,6 +310,7 @@ class PgOperations:
         self._pending = pending
         if excess <= 0:
             return 0
+        yield Sql(MOVE_LOCK_SQL, (MOVE_LOCK,))
         moved = int((yield Sql(INDEX_PENDING_SQL, (excess,))))
         self._pending -= moved
         return moved
@@ -345,6 +351,7 @@ class PgOperations:
 
     def op_index_pending(self, limit: int) -> Op[int]:
         """Move up to ``limit`` pending rows into the HNSW graph; how many were moved."""
+        yield Sql(MOVE_LOCK_SQL, (MOVE_LOCK,))
         return int((yield Sql(INDEX_PENDING_SQL, (int(limit),))))
 
     def op_pending(self, limit: int) -> Op[int]:
@@ -396,10 +403,12 @@ class PgOperations:
     def op_delete(self, ids: Sequence[str], owner: str) -> Op[int]:
         if not ids:
             return 0
+        yield Sql(DELETE_LOCK_SQL, (MOVE_LOCK,))  # the graph's moves in flight end first, no new one starts
         return int((yield Sql(DELETE_SQL, (owner, list(ids)))))  # lexical rows go with them (ON DELETE CASCADE)
 
     def op_delete_where(self, owner: str, session_id: str | None) -> Op[int]:
         self._cache.owner_rows.pop(owner, None)
+        yield Sql(DELETE_LOCK_SQL, (MOVE_LOCK,))
         if session_id is None:
             yield Sql("DELETE FROM memroute_messages WHERE owner = %s", (owner,))
             yield Sql("DELETE FROM memroute_state WHERE owner = %s", (owner,))
@@ -432,28 +441,40 @@ class PgOperations:
         if query is None or limit <= 0:
             return []
         terms, w_own, w_ctx = query
-        yield Sql(SNAPSHOT_SQL)
-        collection = self._cache.collection() or self._cache.set_collection((yield Sql(STATS_SQL))[0])
+        collection = self._cache.collection()
         missing = self._cache.missing_df(terms)
-        if missing:
-            # one statement per term, each walking the postings' index (PostgreSQL 18+) or the GIN index,
-            # pipelined in one round trip (a single statement over unnest(terms) made the planner scan the
-            # table once per term)
-            found = yield (Pipe(DF_POSTINGS_SQL, [(t, t) for t in missing]) if self._df_from_postings
-                           else Pipe(DF_SQL, [(tsquery([t]),) * 3 for t in missing]))
-            for term, row in zip(missing, found, strict=True):
-                own, any_field = row or (0, 0)
-                self._cache.set_df(term, own, any_field)
-        dfs = self._cache.dfs(terms, w_ctx > 0)
-        reference = (yield Sql(REFERENCE_SQL))
-        search = ImpactSearch(terms, w_own, w_ctx, collection, dfs, limit,
-                              float(reference[0][0]) if reference else DEFAULT_AVGDL)
         where, params = where_clause(flt)
         narrow = flt.session_id is not None or flt.start is not None or flt.end is not None
+        # one round trip for everything that does not depend on another read: the snapshot, the statistics and
+        # document frequencies not cached (a statement per term, each walking the postings' index on PostgreSQL
+        # 18+, else the GIN index: one statement over unnest(terms) made the planner scan the table once per
+        # term), the impacts' reference, and without a narrow filter the changed rows and the lists' blocks
+        first = [Sql(statement) for statement in SNAPSHOT_SQL]
+        if collection is None:
+            first.append(Sql(STATS_SQL))
+        first += [Sql(DF_POSTINGS_SQL, (t, t)) if self._df_from_postings else Sql(DF_SQL, (tsquery([t]),) * 3)
+                  for t in missing]
+        first.append(Sql(REFERENCE_SQL))
         if not narrow:  # a narrow filter sums only its own rows' bounds in the server (below)
-            changed = [r[0] for r in (yield Sql(CHANGED_SQL, (flt.owner, CHANGED_ROWS + 1)))]
+            lists = search_lists(terms, w_own, w_ctx)
+            first += [Sql(CHANGED_SQL, (flt.owner, CHANGED_ROWS + 1)),
+                      Sql(changed_rows_sql(where), [flt.owner, CHANGED_ROWS + 1, *params, *(tsquery(terms),) * 2]),
+                      Sql(BLOCKS_SQL, ([t for t, _, _ in lists], [f for _, f, _ in lists], flt.owner), binary=True)]
+        results = iter((yield Batch(first))[len(SNAPSHOT_SQL):])
+        if collection is None:
+            collection = self._cache.set_collection(next(results)[0])
+        for term in missing:
+            own, any_field = (next(results) or [(0, 0)])[0]
+            self._cache.set_df(term, own, any_field)
+        dfs = self._cache.dfs(terms, w_ctx > 0)
+        reference = next(results)
+        search = ImpactSearch(terms, w_own, w_ctx, collection, dfs, limit,
+                              float(reference[0][0]) if reference else DEFAULT_AVGDL)
+        if not narrow:
+            changed = [r[0] for r in next(results)]
+            changed_rows, blocks = next(results), next(results)
             if len(changed) <= CHANGED_ROWS:
-                return (yield from self._search_blocks(search, changed, where, params, flt.owner))
+                return (yield from self._search_blocks(search, changed, changed_rows, blocks, where, params))
         while not narrow and (reads := search.next_reads()):
             met = search.took(reads, (yield Sql(POSTINGS_SQL, search.read_params(reads, flt.owner))))
             if met:
@@ -472,18 +493,15 @@ class PgOperations:
             offset, size = offset + size, 2 * size
         return [ScoredId(mid, score) for score, mid in search.answer()]
 
-    def _search_blocks(self, search: ImpactSearch, changed: list[int], where: str, params: list[Any],
-                       owner: str) -> Op[list[ScoredId]]:
-        """The exact top ``limit`` from the lists' blocks: the changed rows scored exactly, then the rows of the
-        highest bounds summed in numpy, a page at a time, until the ``limit``-th score beats the next bound."""
+    def _search_blocks(self, search: ImpactSearch, changed: list[int], changed_rows: Sequence[Any],
+                       blocks: Sequence[Any], where: str, params: list[Any]) -> Op[list[ScoredId]]:
+        """The exact top ``limit`` from the lists' blocks: the changed rows (``changed_rows``: those holding a
+        query term and passing the filters) scored exactly, then the rows of the highest bounds summed in numpy,
+        a page at a time, until the ``limit``-th score beats the next bound."""
         terms, w_own, w_ctx, collection, dfs = search.terms, search.w_own, search.w_ctx, search.collection, search.dfs
-        if changed:
-            search.seen.update(changed)
-            rows = yield Sql(matching_rows_sql(where), [changed, *params, *(tsquery(terms),) * 2])
-            search.scored(bm25_scores(rows, terms, w_own, w_ctx, collection, dfs))
-        lists, fields, factors, _ = search.bound_params(owner)
-        blocks = yield Sql(BLOCKS_SQL, (lists, fields, owner), binary=True)
-        bounds = BlockBounds(blocks, factors, changed)
+        search.seen.update(changed)
+        search.scored(bm25_scores(changed_rows, terms, w_own, w_ctx, collection, dfs))
+        bounds = BlockBounds(blocks, search.factors(), changed)
         size = 2 * search.limit + 10
         while True:
             page = bounds.best(size)
@@ -507,8 +525,7 @@ class PgOperations:
             rows = yield Sql(OWNER_ROWS_SQL, (flt.owner, EXACT_ROWS + 1))
             exact = self._cache.set_owner_rows(flt.owner, rows[0][0])
         query, params = vector_query(flt, q, limit, exact)
-        yield Sql(vector_settings(exact, limit))
-        rows = yield Sql(query, params)
+        _, rows = yield Batch([Sql(vector_settings(exact, limit)), Sql(query, params)])  # one round trip
         return [ScoredId(mid, float(score)) for mid, score in rows]
 
     def op_search_time(self, flt: SearchFilter, limit: int) -> Op[list[ScoredId]]:

@@ -118,8 +118,24 @@ moves the excess into the graph itself before it returns, at the graph's own rat
 pending rows of its owner exactly: with 20,000 of them beside 30,000 in the graph it took p50 72 / p95 101 ms,
 with 5,000 26 / 44 ms, with none 7 / 16 ms on 2 cores at load 11; 37 / 51, 10 / 16 and 2 / 8 ms at load 4
 (docs/benchmarks.md). A store takes another bound as ``pending_rows``."""
-INDEX_ROWS = 256
-"""Pending rows moved into the HNSW graph per transaction (1.2-1.6 s at 4.7-6.3 ms a row; ~4 s at load 11)."""
+INDEX_ROWS = 32
+"""Pending rows moved into the HNSW graph per transaction (0.15-0.2 s at 4.7-6.3 ms a row; 1.5 s at load 6 on
+the 1M graph): a delete of rows being moved waits for the moves in flight (:data:`DELETE_LOCK_SQL`), so at most
+this long (3.3-4.1 s with 64 at load 6, docs/benchmarks.md)."""
+MOVE_LOCK = 0x6D6D7276
+"""The first key of the advisory lock between moves into the graph (shared) and deletes (exclusive); the
+second is the schema's (``hashtext(current_schema())``), so stores in other schemas do not wait for each other."""
+MOVE_LOCK_SQL = "SELECT pg_advisory_xact_lock_shared(%s, hashtext(current_schema()))"
+"""Taken by a writer before it moves pending rows itself: it waits while a delete runs."""
+MOVE_TRY_SQL = "SELECT pg_try_advisory_xact_lock_shared(%s, hashtext(current_schema()))"
+"""Taken by the background indexer before each move: false while a delete runs or waits (a waiting exclusive
+request holds new shared ones back), and the indexer then waits instead of locking more rows."""
+DELETE_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))"
+"""Taken first by a delete: it waits for the moves in flight (one transaction of up to ``INDEX_ROWS`` rows
+each) and no new move starts before it commits. Without it a delete of many pending rows waited for the
+indexer to move nearly all of them (it locked the next rows with ``SKIP LOCKED`` while the delete waited for
+the previous ones: ~30 s for 2,562 rows at 1M, docs/benchmarks.md). Deletes wait for each other too (for a
+delete's own transaction)."""
 INDEX_PENDING_SQL = (
     "UPDATE memroute_memories m SET indexed = true FROM (SELECT row_id FROM memroute_memories WHERE NOT indexed "
     "LIMIT %s FOR UPDATE SKIP LOCKED) p WHERE m.row_id = p.row_id")
@@ -359,14 +375,15 @@ def bm25_scores(rows: Sequence[Any], terms: Sequence[str], w_own: float, w_ctx: 
     if avgdl <= 0:
         return []
     scored = []
+    idfs = [(term, bm25.idf(docs, dfs[term])) for term in terms]  # once a call, not once a row and term
     for mid, own_text, ctx_text, len_own, len_ctx, row_id in rows:
         own, ctx = indexed(own_text), indexed(ctx_text) if w_ctx > 0 else []
-        dl = w_own * len_own + w_ctx * len_ctx
+        norm = bm25.length_norm(w_own * len_own + w_ctx * len_ctx, avgdl)
         score = 0.0
-        for term in terms:
+        for term, term_idf in idfs:
             tf = w_own * own.count(term) + (w_ctx * ctx.count(term) if ctx else 0.0)
             if tf > 0:
-                score += bm25.term_score(bm25.idf(docs, dfs[term]), tf, dl, avgdl)
+                score += bm25.normed_term_score(term_idf, tf, norm)
         if score > 0:
             scored.append((score, int(row_id), mid))
     return scored

@@ -48,7 +48,7 @@ import numpy.typing as npt
 from memroute.errors import DependencyError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_indexer import PendingIndexer
-from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
+from memroute.stores.pg_ops import Batch, Done, Many, Op, PgOperations, Step, T, resume
 from memroute.stores.pg_sql import (
     ANALYZE_SQL,
     DROP_INDEXES_SQL,
@@ -94,10 +94,11 @@ def execute(conn: psycopg.Connection[Any], step: Step) -> Any:
         with conn.cursor() as cur:
             cur.executemany(step.query, step.rows)
         return None
-    if isinstance(step, Pipe):
-        with conn.pipeline():
-            cursors = [conn.cursor().execute(step.query, params) for params in step.params]
-            return [cur.fetchone() for cur in cursors]
+    if isinstance(step, Batch):
+        with conn.pipeline() as pipeline:
+            cursors = [conn.cursor(binary=sql.binary).execute(sql.query, sql.params) for sql in step.steps]
+            pipeline.sync()
+            return [cur.fetchall() if cur.description is not None else cur.rowcount for cur in cursors]
     cur = conn.execute(step.query, step.params, binary=step.binary)
     return cur.fetchall() if cur.description is not None else cur.rowcount
 

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from memroute.errors import DependencyError, StoreError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_indexer import PendingIndexer
-from memroute.stores.pg_ops import Done, Many, Op, PgOperations, Pipe, Step, T, resume
+from memroute.stores.pg_ops import Batch, Done, Many, Op, PgOperations, Step, T, resume
 from memroute.stores.pg_sql import (
     INDEX_ROWS,
     PENDING_ROWS,
@@ -45,10 +45,11 @@ async def execute(conn: psycopg.AsyncConnection[Any], step: Step) -> Any:
         async with conn.cursor() as cur:
             await cur.executemany(step.query, step.rows)
         return None
-    if isinstance(step, Pipe):
-        async with conn.pipeline():
-            cursors = [await conn.cursor().execute(step.query, params) for params in step.params]
-            return [await cur.fetchone() for cur in cursors]
+    if isinstance(step, Batch):
+        async with conn.pipeline() as pipeline:
+            cursors = [await conn.cursor(binary=sql.binary).execute(sql.query, sql.params) for sql in step.steps]
+            await pipeline.sync()
+            return [await cur.fetchall() if cur.description is not None else cur.rowcount for cur in cursors]
     cur = await conn.execute(step.query, step.params, binary=step.binary)
     return await cur.fetchall() if cur.description is not None else cur.rowcount
 

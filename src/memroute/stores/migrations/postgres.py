@@ -288,6 +288,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 """
 
+M009_POSTINGS_ROWS_ESTIMATE = """
+-- A function returning a set is taken to return 1,000 rows: the delete and update triggers, joining the
+-- postings of the rows changed (a transition table, taken as 250 rows: 250,000 postings) to memroute_postings,
+-- hashed the whole table instead of probing its index. At 1M memories (9.2M postings) deleting 64 memories took
+-- 10.6 s in that trigger, 14 ms with the estimate below (docs/benchmarks.md). A memory has ~10 postings.
+ALTER FUNCTION memroute_postings_of(text, bigint, text, text, integer, integer, tsvector, tsvector, float8) ROWS 10;
+"""
+
 
 Migration = str | Callable[[], Generator[Any, Any, None]]
 """SQL, or an operation (see :mod:`memroute.stores.pg_ops`) for what SQL alone cannot compute."""
@@ -301,4 +309,5 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (6, "pending vectors", m006_pending_vectors),
     (7, "bm25 blocks", M007_BLOCKS),
     (8, "linear term frequencies", M008_LINEAR_TERM_FREQUENCIES),
+    (9, "postings rows estimate", M009_POSTINGS_ROWS_ESTIMATE),
 )
