@@ -81,11 +81,24 @@ def _check_shared(served: Served) -> None:
 def test_two_workers_share_one_sqlite_store(tmp_path: Path) -> None:
     with serving(f"sqlite:///{tmp_path / 'shared.db'}", tmp_path / "serve.log", args=("--workers", "2")) as served:
         _check_shared(served)
+        trackers = [pid for pid in _children(served.process.pid)
+                    if b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    # stopped (SIGTERM): the workers left no semaphore for the resource tracker to clean up and warn about
+    # when it exits, after the last worker
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in trackers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert trackers and not any(Path(f"/proc/{pid}").exists() for pid in trackers)
+    assert "leaked semaphore" not in served.log_text(), served.log_text()[-2000:]
 
 
 def test_two_workers_share_one_postgres_store(pg_server: PgServer, tmp_path: Path) -> None:
     with serving(pg_server.new_database(), tmp_path / "serve.log", args=("--workers", "2")) as served:
         _check_shared(served)
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
 
 
 def _connections_by_worker(served: Served) -> list[int]:
@@ -97,8 +110,7 @@ def _connections_by_worker(served: Served) -> list[int]:
             local, state, inode = (line.split()[i] for i in (1, 3, 9))
             if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:
                 established.add(f"socket:[{inode}]")
-    pid = served.process.pid
-    workers = [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    workers = _children(served.process.pid)
     counts = []
     for worker in workers:
         links = []

@@ -56,17 +56,26 @@ class Json(JSONResponse):
     """Compact JSON in UTF-8 with times, enums, tuples, sets and numpy numbers encoded, by orjson: 4x faster
     than the standard library's C encoder on a recall with its trace (0.3 against 1.3 ms for 33 kB). What
     orjson refuses (an integer beyond 64 bits, e.g. in a memory's metadata) goes through the standard
-    library's encoder instead. A NaN or infinity, which JSON cannot hold, is written as ``null``."""
+    library's encoder instead. A NaN or infinity, which JSON cannot hold, is written as ``null``.
+
+    Keys that are not strings (a number, a time, an enum) are written as strings. orjson is asked for them
+    only when a key is not a string: its option for them cost 0.03-0.09 ms on every 36 kB recall with its trace
+    (five rounds of 200, docs/benchmarks.md), and without it orjson refuses such a dict instead of writing
+    something else, so both attempts give the same bytes."""
 
     def render(self, content: Any) -> bytes:
         try:
             return orjson.dumps(content, default=_plain, option=_ORJSON)
         except orjson.JSONEncodeError:
+            pass
+        try:
+            return orjson.dumps(content, default=_plain, option=_ORJSON | orjson.OPT_NON_STR_KEYS)
+        except orjson.JSONEncodeError:
             return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"),
                               default=_plain).encode("utf-8")
 
 
-_ORJSON = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+_ORJSON = orjson.OPT_SERIALIZE_NUMPY
 
 
 def _plain(value: Any) -> Any:

@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,12 +271,25 @@ class WorkerApp:
 
     def __call__(self) -> Any:
         limit_malloc_arenas()
+        thread_lock_for_progress_bars()
         from memroute.cli.demo import demo_agents
         from memroute.service.app import create_app
 
         app = create_app(self.settings, agents=demo_agents() if self.demo_agents else None)
         warm_up(app.state.service.memory, self.settings.owner)
         return app
+
+
+def thread_lock_for_progress_bars() -> None:
+    """Give tqdm a thread lock in this worker process. tqdm's first bar (the search index's, even a disabled
+    one) otherwise creates a multiprocessing lock, a named semaphore registered with the supervisor's resource
+    tracker; uvicorn ends a worker by raising the SIGTERM it caught again once it has shut down, so the
+    worker dies before multiprocessing's exit handlers unlink the semaphore, and the tracker warned "There
+    appear to be N leaked semaphore objects" (one per worker) when the service stopped. A worker's bars are
+    drawn by its own threads only."""
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
 
 
 def warm_up(memory: Any, owner: str) -> None:
