@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -9,7 +10,17 @@ import pytest
 
 from memroute import Memory
 from memroute.errors import ConfigError
-from memroute.eval.interaction_fit import Pairs, fit
+from memroute.eval.interaction_fit import (
+    Pairs,
+    TrainingQuestion,
+    cross_fitted,
+    fit,
+    fold_keys,
+    judged_candidates,
+    model_logits,
+    question_pairs,
+    stacked,
+)
 from memroute.retrieval import interaction
 from memroute.retrieval.interaction import InteractionModel, pair_features
 from memroute.retrieval.judge import JUDGE_FEATURES, judge_features
@@ -90,3 +101,74 @@ def test_the_default_encoder_ships_a_model_and_a_recall_traces_its_logits(memory
     qvec = memory.embedder.embed(["Where do I work now?"], side="query")[0]
     for mid, v in logits.items():
         assert v == pytest.approx(float(model.logits(qvec, vectors[mid][None, :])[0]), abs=1e-6)
+
+
+def _synthetic_pairs(seed: int, groups: int, per_group: int, dataset: str = "everyday") -> list[Pairs]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(groups * per_group):
+        q = rng.normal(size=8)
+        q /= np.linalg.norm(q)
+        m = q + rng.normal(0, 0.5, size=(6, 8))
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        y = (m @ q + rng.normal(0, 0.1, size=6) > np.median(m @ q)).astype(float)
+        out.append(Pairs(dataset, f"g{i // per_group}", pair_features(q, m), y))
+    return out
+
+
+def test_cross_fitted_logits_never_see_their_own_group() -> None:
+    """Stacking: a question's logits come from a model fitted without its group, so changing its group's
+    labels cannot change them (and does change the model fitted on everything)."""
+    pairs = _synthetic_pairs(7, groups=4, per_group=15)
+    before = cross_fitted(pairs, l2=1.0)
+    flipped = [replace(p, y=1.0 - p.y) if p.group == "g0" else p for p in pairs]
+    after = cross_fitted(flipped, l2=1.0)
+    for p, b, a in zip(pairs, before, after, strict=True):
+        assert b.shape == (len(p.y),)
+        if p.group == "g0":
+            np.testing.assert_array_equal(a, b)
+    assert not np.allclose(fit(pairs, l2=1.0).product, fit(flipped, l2=1.0).product)
+    # in sample the model fits its own questions better than cross-fitted (the leak the judge must not read)
+    whole = fit(pairs, l2=1.0)
+    y = np.concatenate([p.y for p in pairs])
+    inside = np.concatenate([model_logits(whole, p.x) for p in pairs])
+    outside = np.concatenate(before)
+
+    def loss(s: np.ndarray) -> float:
+        return float(np.mean(np.logaddexp(0.0, s) - y * s))
+
+    assert loss(inside) < loss(outside)
+
+
+def test_a_single_group_is_cross_fitted_in_folds_by_position() -> None:
+    pairs = _synthetic_pairs(9, groups=1, per_group=12, dataset="locomo") + _synthetic_pairs(10, 2, 6)
+    keys = fold_keys(pairs, folds=4)
+    assert keys[:5] == ["locomo:fold0", "locomo:fold1", "locomo:fold2", "locomo:fold3", "locomo:fold0"]
+    assert keys[12:] == ["everyday:g0"] * 6 + ["everyday:g1"] * 6
+
+
+def test_the_judges_training_questions_read_the_cross_fitted_logits(memory: Memory) -> None:
+    """``stacked`` builds the judge's rows from the cross-fitted logits, not the ones the recall traced (those
+    of the shipped model, fitted on these questions)."""
+    memory.remember_many([
+        {"id": "work", "text": "I joined Globex as a data engineer in August", "occurred_at": NOW - timedelta(days=90)},
+        {"id": "dog", "text": "Our dog Biscuit is a four-year-old corgi", "occurred_at": NOW - timedelta(days=40)},
+        {"id": "gym", "text": "I go to the gym at 5:30 every morning", "occurred_at": NOW - timedelta(days=5)},
+        {"id": "home", "text": "We bought a flat in Kyoto last month", "occurred_at": NOW - timedelta(days=20)},
+    ])
+    asked = [("Where do I work now?", "work"), ("What breed is our dog?", "dog"), ("When do I exercise?", "gym"),
+             ("Where do we live?", "home"), ("Who employs me?", "work"), ("How old is Biscuit?", "dog")]
+    questions = []
+    for k, (text, answer) in enumerate(asked):
+        trace = memory.recall(text, now=NOW).trace
+        pairs = question_pairs(memory, "alice", trace, {answer}, "everyday", f"s{k % 3}")
+        assert pairs is not None and len(pairs.y) == len(judged_candidates(trace))
+        questions.append(TrainingQuestion(trace, frozenset({answer}), "everyday", f"s{k % 3}", pairs=pairs))
+    judged, model = stacked(questions, "test", l2=1.0)
+    cross = cross_fitted([q.pairs for q in questions if q.pairs is not None], l2=1.0)
+    col = JUDGE_FEATURES.index("interaction")
+    for q, s, row in zip(questions, cross, judged, strict=True):
+        np.testing.assert_allclose(row.x[:, col], s[: len(row.y)])
+        traced = q.judged(None).x[:, col]
+        assert traced.tolist() == [0.0] * len(traced) or not np.allclose(traced, row.x[:, col])
+    assert model.dimension == 512 and model.fitted_on == "test"

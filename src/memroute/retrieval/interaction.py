@@ -11,8 +11,9 @@ from it), the per-dimension weights are, strongly (see :mod:`memroute.eval.inter
 
 Its logit is a feature of the judge (:mod:`memroute.retrieval.judge`: ``interaction``, and against the
 recall's other candidates ``interaction_z``, ``interaction_lead``); it does not reorder the reranker's list.
-One model per packaged encoder ships in ``interaction_weights.json`` (fitted by ``python -m
-memroute.eval.interaction_fit``); an encoder without one gets no interaction features (zeros).
+One model per packaged encoder ships in ``interaction_weights.json``, fitted on everything by ``memroute eval
+recall --fit-judge`` while the judge is fitted on cross-fitted logits (stacking,
+:func:`memroute.eval.interaction_fit.stacked`); an encoder without one gets no interaction features (zeros).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class InteractionModel:
         distance = np.asarray(data["distance"], dtype=np.float64)
         if product.shape != (dim,) or distance.shape != (dim,):
             raise ConfigError(f"interaction_weights.json: a model of dimension {dim} has {product.size} / "
-                              f"{distance.size} weights; refit with `python -m memroute.eval.interaction_fit`")
+                              f"{distance.size} weights; refit with `memroute eval recall --fit-judge`")
         return cls(dim, float(data["cosine"]), product, distance, float(data["bias"]), str(data.get("fitted_on", "")))
 
 

@@ -66,7 +66,11 @@ class JudgedQuestion:
 
 
 def judged_question(trace: RecallTrace, answers: Collection[str], dataset: str, answerable: bool = True,
-                    ignore: Collection[str] = (), limit: int = 5) -> JudgedQuestion:
+                    ignore: Collection[str] = (), limit: int = 5,
+                    interaction: Sequence[float] | None = None) -> JudgedQuestion:
+    """The judge's rows for the first ``limit`` candidates of ``trace``; ``interaction``: the interaction
+    logits of every candidate the judge reads, in the final order, in place of the trace's (the judge's fit
+    passes cross-fitted ones, :func:`memroute.eval.interaction_fit.stacked`)."""
     cands = [c for c in trace.candidates if c.final_rank is not None and c.rerank is not None]
     cands.sort(key=lambda c: c.final_rank if c.final_rank is not None else 0)
     qtype = str((trace.analysis or {}).get("query_type", ""))
@@ -78,6 +82,7 @@ def judged_question(trace: RecallTrace, answers: Collection[str], dataset: str, 
                        [c.features.get("keyword_overlap", 0.0) for c in cands],
                        [c.features.get("bm25", 0.0) for c in cands], [c.final_rank or 0 for c in cands],
                        [c.id in trace.constraints for c in cands], qtype, changed,
+                       interaction if interaction is not None else
                        [c.features["interaction"] for c in cands]
                        if cands and all("interaction" in c.features for c in cands) else None)[:limit]
     y = np.array([np.nan if c.id in ignore else float(c.id in answers) for c in cands[:limit]], dtype=np.float64)
