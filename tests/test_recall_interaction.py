@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from memroute.eval.interaction_fit import (
     question_pairs,
     stacked,
 )
-from memroute.retrieval import interaction
+from memroute.retrieval import interaction, judge
 from memroute.retrieval.interaction import InteractionModel, pair_features
 from memroute.retrieval.judge import JUDGE_FEATURES, judge_features
 
@@ -84,23 +86,25 @@ def test_the_judge_reads_the_interaction_against_the_recalls_others() -> None:
     assert judge_features(*args, changed=[(1, 0)], interaction=[-1.0, 2.0, 0.0])[0, col["interaction"]] == 2.0
 
 
-def test_the_default_encoder_ships_a_model_and_a_recall_traces_its_logits(memory: Memory) -> None:
-    model = interaction.interaction_for(USE_M3)
-    assert model is not None and model.dimension == 512 and model.product.shape == (512,)
+def test_an_interaction_model_ships_exactly_for_an_encoder_whose_judge_reads_it(memory: Memory) -> None:
+    """``--fit-judge`` writes the interaction model only beside a judge that reads it (no recall computes
+    logits nobody reads), and a recall traces them exactly when one ships."""
+    shipped = json.loads(resources.files("memroute.retrieval").joinpath("judge_weights.json").read_text("utf-8"))
+    cols = [j for j, f in enumerate(JUDGE_FEATURES) if f.startswith("interaction")]
+    for model_id in shipped["encoders"]:
+        model = judge.judge_for(model_id)
+        assert model is not None
+        reads = any(model.weights[j] != 0.0 for j in cols)
+        assert (interaction.interaction_for(model_id) is not None) == reads, model_id
     assert interaction.interaction_for("an-encoder-never-fitted") is None
     memory.remember_many([
         {"id": "work", "text": "I joined Globex as a data engineer in August", "occurred_at": NOW - timedelta(days=90)},
         {"id": "dog", "text": "Our dog Biscuit is a four-year-old corgi", "occurred_at": NOW - timedelta(days=40)},
-        {"id": "gym", "text": "I go to the gym at 5:30 every morning", "occurred_at": NOW - timedelta(days=5)},
     ])
     r = memory.recall("Where do I work now?", now=NOW)
-    logits = {c.id: c.features["interaction"] for c in r.trace.candidates}
-    assert set(logits) == {c.id for c in r.trace.candidates} and len(logits) >= 2
-    assert logits["work"] == max(logits.values())
-    vectors = memory.store.get_vectors(list(logits), "alice")
-    qvec = memory.embedder.embed(["Where do I work now?"], side="query")[0]
-    for mid, v in logits.items():
-        assert v == pytest.approx(float(model.logits(qvec, vectors[mid][None, :])[0]), abs=1e-6)
+    assert r.trace.candidates
+    ships = interaction.interaction_for(USE_M3) is not None
+    assert all(("interaction" in c.features) == ships for c in r.trace.candidates)
 
 
 def _synthetic_pairs(seed: int, groups: int, per_group: int, dataset: str = "everyday") -> list[Pairs]:

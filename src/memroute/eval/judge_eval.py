@@ -9,8 +9,9 @@ leave-one-group-out, :func:`memroute.retrieval.judge_fit.select`) and writes it 
 ``retrieval/judge_weights.json`` (the ``any`` model too, when the embedder is the default use-m3).
 Stacking: the judges fitted here read the interaction model's logits cross-fitted (each question scored by
 an interaction model fitted without its store or conversation, :func:`memroute.eval.interaction_fit.stacked`),
-and ``--fit-judge`` writes the interaction model fitted on everything beside the judge; it is what a recall
-runs.
+and ``--fit-judge`` writes the interaction model fitted on everything beside the judge (what a recall runs),
+only when the chosen feature set reads it (otherwise it removes the encoder's model: no recall pays for
+logits nobody reads).
 The everyday dev split is never read here: ``memroute eval everyday --split dev`` reports it.
 """
 
@@ -27,6 +28,7 @@ from memroute.embed import get_embedder
 from memroute.eval.interaction_fit import FIRST, L2, Pairs, TrainingQuestion, stacked
 from memroute.retrieval import interaction, judge
 from memroute.retrieval.interaction import InteractionModel
+from memroute.retrieval.judge import JUDGE_FEATURES
 from memroute.retrieval.judge_fit import COSINE_FREE, FEATURE_SETS, add, fit_judge, select, shares
 
 JUDGE_PATH = Path(__file__).resolve().parent.parent / "retrieval" / "judge_weights.json"
@@ -116,15 +118,19 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
         judge.clear_cache()
         out["fitted"] = {"path": str(JUDGE_PATH), "models": sorted(models),
                          "cutoffs": {k: [m.high, m.medium, m.relative] for k, m in models.items()}}
-        if inter_model is not None:
-            write_interaction(model_id, inter_model)
-            out["fitted"]["interaction"] = {"path": str(INTERACTION_PATH), "fitted_on": inter_model.fitted_on}
+        reads = any(u for u, f in zip(use, JUDGE_FEATURES, strict=True) if f.startswith("interaction"))
+        write_interaction(model_id, inter_model if reads else None)
+        out["fitted"]["interaction"] = {"path": str(INTERACTION_PATH), "fitted_on": inter_model.fitted_on} \
+            if reads and inter_model is not None else None
     return out
 
 
-def write_interaction(model_id: str, model: InteractionModel) -> None:
-    """``model`` as the encoder's entry of ``retrieval/interaction_weights.json``."""
+def write_interaction(model_id: str, model: InteractionModel | None) -> None:
+    """``model`` as the encoder's entry of ``retrieval/interaction_weights.json``; None removes the entry (a
+    judge that does not read the interaction: a recall would compute its logits for nothing)."""
     current = json.loads(INTERACTION_PATH.read_text("utf-8")) if INTERACTION_PATH.exists() else {}
-    encoders = {**current.get("encoders", {}), model_id: model.to_dict()}
+    encoders = {k: v for k, v in current.get("encoders", {}).items() if k != model_id}
+    if model is not None:
+        encoders[model_id] = model.to_dict()
     INTERACTION_PATH.write_text(json.dumps({"method": INTERACTION_METHOD, "encoders": encoders}) + "\n", "utf-8")
     interaction.clear_cache()
