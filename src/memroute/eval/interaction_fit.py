@@ -18,8 +18,9 @@ question: :func:`stacked` scores each training question by an interaction model 
 (an everyday store, a LoCoMo conversation; a data set with one group in :data:`FOLDS` folds by position),
 and fits the model that ships on everything. In sample the logits look near perfect (everyday train AUC
 0.98 against 0.88 cross-fitted) and a judge fitted on them trusts them too much (``docs/benchmarks.md``,
-"Seventh pass" and "Eighth pass"). ``memroute eval recall --fit-judge`` does both and writes the shipped
-model into ``retrieval/interaction_weights.json`` beside the judge.
+"Seventh pass" and "Eighth pass"). ``memroute eval recall --fit-judge`` does both and writes the model
+fitted on everything into ``retrieval/interaction_weights.json`` when the judge's chosen feature set reads
+it (as of the eighth pass, for no encoder).
 """
 
 from __future__ import annotations
