@@ -35,6 +35,7 @@ import numpy as np
 
 from memroute.embed import get_embedder
 from memroute.eval.everyday import LANGUAGES, TYPES, EverydayQuestion, EverydayStore, data_path, load_everyday
+from memroute.eval.interaction_fit import Pairs, question_pairs
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
 from memroute.retrieval import Recall, RecallOptions
@@ -55,9 +56,11 @@ class Outcome:
 
 
 def run_everyday(stores: Iterable[EverydayStore], embedder: str = "use-m3",
-                 options: RecallOptions | None = None, llm: LlmAssistant | None = None) -> list[Outcome]:
+                 options: RecallOptions | None = None, llm: LlmAssistant | None = None,
+                 pairs: list[Pairs | None] | None = None) -> list[Outcome]:
     """Recall every question of ``stores``, each store in a fresh SQLite file, with ``llm`` (default: none,
-    whatever the environment configures)."""
+    whatever the environment configures); ``pairs``: a list to which each question's interaction rows are
+    appended (:mod:`memroute.eval.interaction_fit`, for the judge's stacked fit)."""
     options = options or RecallOptions()
     model = get_embedder(embedder)
     out: list[Outcome] = []
@@ -73,6 +76,9 @@ def run_everyday(stores: Iterable[EverydayStore], embedder: str = "use-m3",
                     r = mem.recall(q.text, recent_messages=list(q.recent), now=q.now, options=options)
                     ms = (time.perf_counter() - t0) * 1000
                     injected = tuple(m.memory.id for m in r.relevant) if r.should_inject else ()
+                    if pairs is not None:
+                        pairs.append(question_pairs(mem, store.id, r.trace, q.answers, "everyday", store.id,
+                                                    q.stale | q.related))
                     out.append(Outcome(q, len(store.memories), r, tuple(m.memory.id for m in r.memories),
                                        injected, ms))
     return out

@@ -36,11 +36,11 @@ import numpy.typing as npt
 from memroute.embed import get_embedder
 from memroute.errors import InputError
 from memroute.eval import judge_eval
+from memroute.eval.interaction_fit import TrainingQuestion, question_pairs
 from memroute.eval.locomo import CATEGORIES, Conversation, load_locomo
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
-from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, default_model
-from memroute.retrieval.judge_fit import JudgedQuestion, judged_question
+from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, default_model, interaction
 from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.text import query_terms
 
@@ -63,8 +63,9 @@ class QuestionRun:
     bm25: tuple[str, ...]
     vector: tuple[str, ...]
     ms: float
-    judged: JudgedQuestion
-    """What the judge saw of the first five (for ``--fit-judge`` and the injection figures)."""
+    judged: TrainingQuestion
+    """What the judge saw of the first five (for ``--fit-judge`` and the injection figures), with the
+    interaction model's rows when ``pairs`` was asked for."""
 
 
 def scores(ranking: Sequence[str], evidence: frozenset[str]) -> dict[str, float]:
@@ -118,7 +119,9 @@ def open_store(conv: Conversation, workdir: Path, embedder: str, llm: LlmAssista
 
 
 def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions,
-                     usage: LlmUsage | None = None) -> list[QuestionRun]:
+                     usage: LlmUsage | None = None, pairs: bool = False) -> list[QuestionRun]:
+    """``pairs``: keep each question's interaction rows (:mod:`memroute.eval.interaction_fit`) for the
+    judge's stacked fit."""
     runs = []
     flt = mem.filter(max_sensitivity="private", now=conv.now)
     opts = replace(options, limit=max(options.limit, 10))
@@ -142,7 +145,11 @@ def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions,
         runs.append(QuestionRun(conv.sample_id, q.category, frozenset(q.evidence), tuple(c.id for c in cands),
                                 x.reshape(len(cands), len(FEATURES)), tuple(c.id for c in final),
                                 tuple(h.id for h in bm25), tuple(h.id for h in vec), ms,
-                                judged_question(result.trace, q.evidence, "locomo", limit=options.limit)))
+                                TrainingQuestion(
+                                    result.trace, frozenset(q.evidence), "locomo", conv.sample_id,
+                                    limit=options.limit,
+                                    pairs=question_pairs(mem, conv.sample_id, result.trace, q.evidence, "locomo",
+                                                         conv.sample_id) if pairs else None)))
     return runs
 
 
@@ -188,13 +195,15 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
         workdir = tmp.name
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    get_embedder(embedder)
+    model_id = get_embedder(embedder).model_id
+    # the judge's fit reads cross-fitted interaction logits: the questions' vectors are needed
+    stack = options.rerank and (fit_judge or (loo and interaction.interaction_for(model_id) is not None))
     runs: list[QuestionRun] = []
     try:
         for conv in convs:
             mem = open_store(conv, work, embedder, llm, store_url)
             try:
-                runs.extend(run_conversation(mem, conv, options, usage))
+                runs.extend(run_conversation(mem, conv, options, usage, stack))
             finally:
                 mem.close()
     finally:
@@ -227,8 +236,7 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
         result["leave_one_conversation_out"] = summarise(rows)
     judged = [r.judged for r in runs if options.rerank]
     if judged:
-        result["injection"] = judge_eval.injection(judged, [r.sample_id for r in runs], embedder, fit_judge,
-                                                   loo=loo or fit_judge)
+        result["injection"] = judge_eval.injection(judged, embedder, fit_judge, loo=loo or fit_judge, stack=stack)
     if fit:
         x, y = training_rows(runs)
         model = fit_reranker(x, y, l2=l2, fitted_on=(

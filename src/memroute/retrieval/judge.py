@@ -29,7 +29,10 @@ So the judge reads, for every candidate of one recall:
   ``keyword_overlap_few``, ``rerank_logit_few``, ``rerank_z_few``, ``rerank_lead_few``): a linear model
   can then weigh a feature differently in a store of ten memories and in a chat log of thousands,
   learned from the data; the store size is a feature, not a switch;
-- the query type (factual, conceptual, temporal; the others are the baseline).
+- the query type (factual, conceptual, temporal; the others are the baseline);
+- ``interaction``: the logit of the encoder's question-memory interaction model
+  (:mod:`memroute.retrieval.interaction`, from the query's and the memory's vectors), and against this
+  recall's other candidates ``interaction_z`` and ``interaction_lead``; zeros for an encoder without one.
 
 A logistic model over these gives the probability that the candidate answers the message. Which
 features it reads (the first twelve; with ``rerank_z`` and ``rerank_lead``; or all, with the store-size
@@ -78,7 +81,7 @@ from memroute.errors import ConfigError
 JUDGE_FEATURES = ("cosine", "cosine_z", "cosine_lead", "keyword_overlap", "rerank_logit", "rank_rr", "bm25",
                   "constraint", "pool", "qt_factual", "qt_conceptual", "qt_temporal", "rerank_z", "rerank_lead",
                   "cosine_z_few", "cosine_lead_few", "keyword_overlap_few", "rerank_logit_few", "rerank_z_few",
-                  "rerank_lead_few")
+                  "rerank_lead_few", "interaction", "interaction_z", "interaction_lead")
 _FEW = ("cosine_z", "cosine_lead", "keyword_overlap", "rerank_logit", "rerank_z", "rerank_lead")
 """Features also given multiplied by ``few`` (1 / log of the number of candidates)."""
 ANY_ENCODER = "any"
@@ -131,9 +134,11 @@ Floats = Sequence[float] | npt.NDArray[np.float64]
 
 def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm25: Floats, ranks: Sequence[int],
                    constraint: Sequence[bool], query_type: str,
-                   changed: Sequence[tuple[int, int]] = ()) -> npt.NDArray[np.float64]:
+                   changed: Sequence[tuple[int, int]] = (),
+                   interaction: Floats | None = None) -> npt.NDArray[np.float64]:
     """One row of :data:`JUDGE_FEATURES` per candidate; ``ranks`` are positions in the final order;
-    ``changed`` are (older, newer) candidate indices of facts that changed (:mod:`memroute.retrieval.changes`).
+    ``changed`` are (older, newer) candidate indices of facts that changed (:mod:`memroute.retrieval.changes`);
+    ``interaction``: the interaction model's logits (:mod:`memroute.retrieval.interaction`), None without one.
 
     A fact that changed is one answer told twice: the newer memory takes the stronger of the pair's
     evidence (cosine, reranker probability, keyword overlap, BM25, rank), and neither counts as the
@@ -149,8 +154,9 @@ def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm2
     keyword_overlap = np.array(keyword_overlap, dtype=np.float64)
     bm25 = np.array(bm25, dtype=np.float64)
     ranks = list(ranks)
+    inter = np.array(interaction, dtype=np.float64) if interaction is not None else None
     for old, new in changed:
-        for values in (cos, rerank, keyword_overlap, bm25):
+        for values in (cos, rerank, keyword_overlap, bm25) + ((inter,) if inter is not None else ()):
             values[new] = max(values[new], values[old])
         ranks[new] = min(ranks[new], ranks[old])
     spread = float(cos.std()) if n > 1 else 0.0
@@ -171,6 +177,10 @@ def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm2
         x[:, col["rerank_z"]] = (logit - logit.mean()) / max(float(logit.std()), 0.1)
         x[:, col["cosine_lead"]] = _leads(cos, constraint, changed, 0.3)
         x[:, col["rerank_lead"]] = _leads(logit, constraint, changed, 3.0)
+    if inter is not None:
+        x[:, col["interaction"]] = inter
+        x[:, col["interaction_z"]] = (inter - inter.mean()) / max(float(inter.std()), 0.1) if n > 1 else 0.0
+        x[:, col["interaction_lead"]] = _leads(inter, constraint, changed, 3.0) if n > 1 else 3.0
     few = 1.0 / math.log(n) if n > 1 else 1.0
     for name in _FEW:
         x[:, col[f"{name}_few"]] = x[:, col[name]] * few

@@ -40,16 +40,19 @@ RELATIVE_GRID = (0.0, 0.3, 0.5, 0.7, 0.85)
 FEATURE_SETS = {
     "seed": tuple(i < 12 for i in range(len(JUDGE_FEATURES))),
     "store": tuple(i < 14 for i in range(len(JUDGE_FEATURES))),
-    "store-size": tuple(True for _ in JUDGE_FEATURES),
+    "store-size": tuple(i < 20 for i in range(len(JUDGE_FEATURES))),
+    "interaction": tuple(True for _ in JUDGE_FEATURES),
 }
 """The feature sets :func:`select` chooses from: the first judge's twelve; with the reranker's logit
 relative to this recall's other candidates (``rerank_z``, ``rerank_lead``); and with the store-relative
 features also multiplied by ``few`` (1 / log of the number of candidates), so their weights may differ
-between a small personal store and a long chat log, learned from the data rather than switched."""
+between a small personal store and a long chat log, learned from the data rather than switched; and all of
+these with the interaction model's logit (``interaction``, ``interaction_z``, ``interaction_lead``)."""
 L2S = (1.0, 3.0)
 """The L2 strengths :func:`select` chooses from."""
-COSINE_FREE = tuple(f != "cosine" for f in JUDGE_FEATURES)
-"""The features of the ``any`` judge (an encoder without a fit of its own): all but the raw cosine."""
+COSINE_FREE = tuple(f != "cosine" and not f.startswith("interaction") for f in JUDGE_FEATURES)
+"""The features of the ``any`` judge (an encoder without a fit of its own): all but the raw cosine and the
+interaction model's (an encoder without a judge of its own has no interaction model either)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +66,11 @@ class JudgedQuestion:
 
 
 def judged_question(trace: RecallTrace, answers: Collection[str], dataset: str, answerable: bool = True,
-                    ignore: Collection[str] = (), limit: int = 5) -> JudgedQuestion:
+                    ignore: Collection[str] = (), limit: int = 5,
+                    interaction: Sequence[float] | None = None) -> JudgedQuestion:
+    """The judge's rows for the first ``limit`` candidates of ``trace``; ``interaction``: the interaction
+    logits of every candidate the judge reads, in the final order, in place of the trace's (the judge's fit
+    passes cross-fitted ones, :func:`memroute.eval.interaction_fit.stacked`)."""
     cands = [c for c in trace.candidates if c.final_rank is not None and c.rerank is not None]
     cands.sort(key=lambda c: c.final_rank if c.final_rank is not None else 0)
     qtype = str((trace.analysis or {}).get("query_type", ""))
@@ -74,7 +81,10 @@ def judged_question(trace: RecallTrace, answers: Collection[str], dataset: str, 
     x = judge_features([c.features.get("cosine", 0.0) for c in cands], [c.rerank or 0.0 for c in cands],
                        [c.features.get("keyword_overlap", 0.0) for c in cands],
                        [c.features.get("bm25", 0.0) for c in cands], [c.final_rank or 0 for c in cands],
-                       [c.id in trace.constraints for c in cands], qtype, changed)[:limit]
+                       [c.id in trace.constraints for c in cands], qtype, changed,
+                       interaction if interaction is not None else
+                       [c.features["interaction"] for c in cands]
+                       if cands and all("interaction" in c.features for c in cands) else None)[:limit]
     y = np.array([np.nan if c.id in ignore else float(c.id in answers) for c in cands[:limit]], dtype=np.float64)
     return JudgedQuestion(dataset, x, y, answerable)
 

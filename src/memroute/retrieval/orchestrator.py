@@ -21,13 +21,15 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from memroute.analysis import QueryAnalysis, ReferenceType, analyze
 from memroute.embed import Embedder
 from memroute.errors import InputError
 from memroute.llm.frame import query_frame
 from memroute.llm.steps import LlmAssistant
 from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
-from memroute.retrieval import changes, constraints, decide, judge
+from memroute.retrieval import changes, constraints, decide, interaction, judge
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
@@ -230,13 +232,19 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     # facts that changed among the first contenders, before the judge: it reads each pair as one answer
     early = changes.superseded([candidates[j].memory for j in shown], vectors, list(vectors.values()),
                                [k < changes.CONTENDERS for k in range(len(shown))])
+    inter = None
     if probs is not None and judge_model is not None:  # it reads the reranker's logit; without: fixed rules
+        inter_model = interaction.interaction_for(embedder.model_id)
+        if inter_model is not None and qvec is not None and all(c.memory.id in vectors for c in candidates):
+            inter = inter_model.logits(qvec, np.vstack([vectors[c.memory.id] for c in candidates]))
+            for row, v in zip(feature_rows, inter.tolist(), strict=True):
+                row["interaction"] = v
         index = {candidates[j].memory.id: j for j in shown}
         judged = judge_model.probability(judge.judge_features(
             [c.cosine for c in candidates], probs, feats[:, FEATURES.index("keyword_overlap")],
             feats[:, FEATURES.index("bm25")], [rank_of[j] for j in range(len(candidates))],
             [j in found_for_need for j in range(len(candidates))], analysis.query_type.value,
-            [(index[old], index[new]) for old, new in early.items()]))
+            [(index[old], index[new]) for old, new in early.items()], inter))
     judge_p = judged.tolist() if judged is not None else None
     if judge_p is not None and judgement is None:
         # the judge reads this encoder's own scale (fitted per encoder), the reranker use-m3's on LoCoMo: the
