@@ -48,9 +48,10 @@ from memroute.memory import Memory
 from memroute.service.auth import key_entry, new_key
 
 OWNER = "owner-0"  # synthetic_memories' owner when there is one
-QUERIES = 10_000
-"""Distinct query texts: more than a minute's requests, so that the service's embedding cache never
-answers a repeated query (a real user's next message is new text)."""
+QUERIES = 20_000
+"""Distinct query texts: more than a minute's requests, so that the service's embedding cache never answers a
+repeated query (a real user's next message is new text). 10,000 was too few once a run reached 183 /s
+(2026-11-26: 1,511 of its 10,986 requests repeated a query)."""
 
 
 def build_store(path: Path, n: int, queries: int) -> tuple[list[str], str]:
