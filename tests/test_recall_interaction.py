@@ -176,3 +176,47 @@ def test_the_judges_training_questions_read_the_cross_fitted_logits(memory: Memo
         traced = q.judged(None).x[:, col]
         assert traced.tolist() == [0.0] * len(traced) or not np.allclose(traced, row.x[:, col])
     assert model.dimension == 512 and model.fitted_on == "test"
+
+
+def test_a_shipped_interaction_model_is_read_by_the_judge_of_a_recall(memory: Memory,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recall path of a judge that reads the interaction (none ships today: ``--fit-judge`` chose none): each
+    candidate's logit is traced, and the judge's probabilities follow it. The weights files are replaced by what
+    a fit would write: the shipped use-m3 judge with weight on ``interaction``, and an interaction model whose
+    logit is the cosine plus a bias."""
+    shipped = json.loads(resources.files("memroute.retrieval").joinpath("judge_weights.json").read_text("utf-8"))
+    entry = dict(shipped["encoders"][USE_M3])
+    col = JUDGE_FEATURES.index("interaction")
+    entry["weights"] = [2.0 if j == col else w for j, w in enumerate(entry["weights"])]
+    entry["mean"] = [0.0 if j == col else m for j, m in enumerate(entry["mean"])]
+    entry["scale"] = [1.0 if j == col else s for j, s in enumerate(entry["scale"])]
+    dim = memory.embedder.dimension
+    memory.remember_many([
+        {"id": "work", "text": "I joined Globex as a data engineer in August", "occurred_at": NOW - timedelta(days=90)},
+        {"id": "dog", "text": "Our dog Biscuit is a four-year-old corgi", "occurred_at": NOW - timedelta(days=40)},
+    ])
+
+    def recall_with(bias: float) -> dict[str, tuple[float, float]]:
+        model = InteractionModel(dim, 1.0, np.zeros(dim), np.zeros(dim), bias, "test")
+        judges = {"method": "test", "encoders": {USE_M3: entry}}
+        models = {"method": "test", "encoders": {USE_M3: model.to_dict()}}
+        judge._model.cache_clear()
+        interaction.interaction_for.cache_clear()
+        monkeypatch.setattr(judge, "_shipped", lambda: judges)
+        monkeypatch.setattr(interaction, "_shipped", lambda: models)
+        try:
+            r = memory.recall("Where do I work now?", now=NOW)
+        finally:
+            judge._model.cache_clear()
+            interaction.interaction_for.cache_clear()
+        assert r.trace.candidates
+        return {c.id: (c.features["interaction"], c.judge or 0.0) for c in r.trace.candidates}
+
+    low, high = recall_with(-3.0), recall_with(3.0)
+    assert low.keys() == high.keys()
+    for mid in low:
+        assert high[mid][0] == pytest.approx(low[mid][0] + 6.0, abs=1e-6)  # the traced logit is the model's
+        assert high[mid][1] > low[mid][1]  # and the judge reads it
+    monkeypatch.undo()
+    judge.clear_cache()
+    interaction.clear_cache()
