@@ -35,6 +35,7 @@ from memroute.errors import InputError
 from memroute.memory import Memory
 from memroute.retrieval.interaction import InteractionModel, pair_features
 from memroute.retrieval.judge_fit import JudgedQuestion, judged_question
+from memroute.retrieval.rerank_fit import fit_logistic
 from memroute.retrieval.trace import RecallTrace
 
 FIRST = 10
@@ -158,21 +159,8 @@ def fit(pairs: Sequence[Pairs], l2: float = L2, fitted_on: str = "", iterations:
     sets = [r[0] for r in rows]
     count = {d: sets.count(d) for d in set(sets)}
     weight = np.array([len(rows) / (len(count) * count[d]) for d in sets])
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-    w = np.zeros(z.shape[1])
-    reg = np.full(z.shape[1], l2)
-    reg[0] = reg[-1] = 0.0  # the cosine and the bias are not shrunk
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -30, 30)))
-        grad = z.T @ (weight * (p - y)) + reg * w
-        hess = (z * (weight * p * (1 - p))[:, None]).T @ z + np.diag(reg) + 1e-9 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-7:
-            break
-    raw = w[:-1] / scale
-    bias = float(w[-1] - mean @ raw)
+    w, b, mean, scale = fit_logistic(x, y, l2, iterations, weight, unshrunk=(0,))  # the cosine is not shrunk
+    raw = w / scale
+    bias = float(b - mean @ raw)
     dim = (len(raw) - 1) // 2
     return InteractionModel(dim, float(raw[0]), raw[1: dim + 1], raw[dim + 1:], bias, fitted_on)

@@ -8,6 +8,8 @@ weights), so one L2 strength fits all of them. Used by ``memroute eval recall --
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -26,8 +28,9 @@ def fit_reranker(x: Array, y: Array, l2: float = 1.0, iterations: int = 50, fitt
 
 
 def fit_logistic(x: Array, y: Array, l2: float = 1.0, iterations: int = 50,
-                 weight: Array | None = None) -> tuple[Array, float, Array, Array]:
-    """Weights, bias, and the features' mean and scale (standardisation); ``weight``: one per row."""
+                 weight: Array | None = None, unshrunk: Sequence[int] = ()) -> tuple[Array, float, Array, Array]:
+    """Weights, bias, and the features' mean and scale (standardisation); ``weight``: one per row;
+    ``unshrunk``: columns the ridge leaves alone (as it does the bias)."""
     if not 0 < y.sum() < len(y):
         raise InputError("training data needs both relevant and irrelevant candidates")
     sw = np.ones(len(y)) if weight is None else np.asarray(weight, dtype=np.float64)
@@ -38,6 +41,7 @@ def fit_logistic(x: Array, y: Array, l2: float = 1.0, iterations: int = 50,
     w = np.zeros(z.shape[1])
     reg = np.full(z.shape[1], l2)
     reg[-1] = 0.0  # the bias is not shrunk
+    reg[list(unshrunk)] = 0.0
     for _ in range(iterations):
         p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -30, 30)))
         grad = z.T @ (sw * (p - y)) + reg * w
