@@ -119,13 +119,6 @@ def strong_columns(embedder: object) -> int | None:
     return inner.fast.dimension if isinstance(inner, LanguageAwareEmbedder) else None
 
 
-def fast_model_id(embedder: object) -> str | None:
-    """The fast encoder's id inside ``embedder`` (unwrapping a cache), or ``None`` when it is not a
-    :class:`LanguageAwareEmbedder`."""
-    inner = getattr(embedder, "inner", embedder)
-    return inner.fast.model_id if isinstance(inner, LanguageAwareEmbedder) else None
-
-
 def reads_strong(embedder: object, text: str) -> bool:
     """Whether ``embedder`` gives ``text`` a strong-encoder part (a Japanese or Korean text and a
     :class:`LanguageAwareEmbedder`, cached or not)."""

@@ -17,11 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import Embedder
-from memroute.embed.by_language import fast_model_id, strong_columns
+from memroute.embed.by_language import strong_columns
 from memroute.routing.agents import agent_version, check_agents
 from memroute.routing.documents import AgentDocument, describe
 from memroute.routing.examples import ExampleClassifier, example_grid, fit_classifier
-from memroute.routing.interaction import agent_centroids, message_interaction
 from memroute.types import Agent, AgentStatus
 
 F32 = npt.NDArray[np.float32]
@@ -92,7 +91,7 @@ class CatalogueIndex:
     """Agents ready to be scored: built by :class:`AgentCache` and shared by the strategies."""
 
     def __init__(self, agents: tuple[Agent, ...], entries: Sequence[AgentEntry], dimension: int | None,
-                 strong_from: int | None = None, fast_model: str | None = None) -> None:
+                 strong_from: int | None = None) -> None:
         self.agents = agents
         self.strong_from = strong_from
         """Where the strong encoder's columns begin (a language-aware encoder), else ``None``."""
@@ -114,14 +113,6 @@ class CatalogueIndex:
         self.label_matrix: F32 | None = (np.vstack(labels).astype(np.float32)
                                          if self.has_vectors and labels and len(labels) == self.n else None)
         """One row per agent: its name's words (:attr:`AgentEntry.label_vector`), ``None`` without vectors."""
-        model = (message_interaction(fast_model) if fast_model is not None and strong_from is not None
-                 and self.has_vectors and self.n else None)
-        self.interaction = model if model is not None and model.dimension == strong_from else None
-        """The learned message-agent model (:mod:`memroute.routing.interaction`) for a language-aware encoder."""
-        self.centroid_matrix: F32 | None = (
-            agent_centroids(self.piece_matrix, self.piece_owner, self.n, strong_from)
-            if self.interaction is not None and strong_from is not None else None)
-        """One row per agent: its pieces' fast-encoder part, averaged (what :attr:`interaction` reads)."""
         self.example_matrix, self.example_owner, self.example_starts = _stack(
             [e.example_vectors for e in entries], self.dimension)
         self.example_agents = np.unique(self.example_owner) if self.example_owner.size else np.zeros(0, np.int32)
@@ -199,7 +190,7 @@ class AgentCache:
         checked = check_agents(agents)
         entries = self._entries_for(checked)
         dim = self.embedder.dimension if self.embedder is not None else None
-        index = CatalogueIndex(checked, entries, dim, strong_columns(self.embedder), fast_model_id(self.embedder))
+        index = CatalogueIndex(checked, entries, dim, strong_columns(self.embedder))
         with self._lock:
             # The tuple of agents is kept with the index so that the ids in the key stay alive and unique.
             self._indexes[key] = (checked, index)

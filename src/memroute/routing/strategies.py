@@ -225,10 +225,6 @@ def content_types_of(names: list[str], mimes: list[str], types: list[str]) -> tu
     return tuple(sorted(out))
 
 
-LEARNED = 0.0
-"""Weight of the learned message-agent model's centred logit in a Japanese or Korean message's piece score."""
-
-
 class EmbeddingStrategy:
     """Cosine similarity of the message to the agent's pieces (description, each capability: mean of the
     ``top_pieces`` best) and to its example utterances (mean of the ``top_examples`` nearest, which is steadier
@@ -259,13 +255,12 @@ class EmbeddingStrategy:
     name = "embedding"
 
     def __init__(self, weight: float = 1.0, top_examples: int = 3, top_pieces: int = 2,
-                 in_context: float = 0.3, by_name: float = 0.2, learned: float = LEARNED) -> None:
+                 in_context: float = 0.3, by_name: float = 0.2) -> None:
         self.weight = weight
         self.top_examples = top_examples
         self.top_pieces = top_pieces
         self.in_context = in_context
         self.by_name = by_name
-        self.learned = learned
 
     def similarities(self, query: PreparedQuery, index: CatalogueIndex) -> tuple[F32, F32]:
         """(best piece cosine, example cosine) per agent; agents without examples get -1 for the latter."""
@@ -276,7 +271,7 @@ class EmbeddingStrategy:
         if index.piece_matrix.shape[0]:
             piece[index.piece_owner[index.piece_starts]] = _best_pieces(self._piece_sims(query.vector, index),
                                                                         index, self.top_pieces)
-            piece += self._by_name(query.vector, index) + self._learned(query.vector, index)
+            piece += self._by_name(query.vector, index)
         if index.example_matrix.shape[0]:
             sims = index.example_matrix @ query.vector
             example[index.example_agents] = (
@@ -292,19 +287,6 @@ class EmbeddingStrategy:
             return np.float32(0.0)
         sims = index.label_matrix @ vector
         out: F32 = (np.float32(self.by_name) * (sims - sims.mean())).astype(np.float32)
-        return out
-
-    def _learned(self, vector: F32, index: CatalogueIndex) -> F32 | np.float32:
-        """A Japanese or Korean message read by the learned message-agent model (:mod:`memroute.routing.interaction`)
-        against each agent's pieces averaged, centred over the catalogue: ``learned * (logit - mean logit)``; 0 for
-        any other message, or without a model for the router's encoder."""
-        split = index.strong_from
-        model, centroids = index.interaction, index.centroid_matrix
-        if self.learned <= 0 or model is None or centroids is None or split is None or not vector[split:].any():
-            return np.float32(0.0)
-        fast = vector[:split]
-        logits = model.logits(fast / max(float(np.linalg.norm(fast)), 1e-9), centroids)
-        out: F32 = (np.float32(self.learned) * (logits - logits.mean())).astype(np.float32)
         return out
 
     def _piece_sims(self, vector: F32, index: CatalogueIndex) -> F32:
