@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memroute.analysis import analyze
+from memroute.text import language_spans
 
 NOW = datetime(2025, 3, 12, 15, 0, tzinfo=UTC)
 # Text made of the pieces the rules look at, so the search reaches them, plus any Unicode at all.
@@ -33,6 +34,15 @@ def test_never_raises_and_ranges_are_ordered(text: str, history: list[dict[str, 
     if a.time_range is not None:
         assert a.time_range.start <= a.time_range.end
     a.to_dict()
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=text_strategy)
+def test_the_spans_are_those_of_the_tokens_the_recall_reuses(text: str) -> None:
+    # the analysis takes its tokens from the cache the recall's later steps read (analyze_nfkc), which splits
+    # the text by language_spans: its own spans (a shortcut for ASCII text) must be the same
+    a = analyze(text)
+    assert a.spans == language_spans(a.text)
 
 
 def test_one_hundred_thousand_characters_of_any_unicode() -> None:

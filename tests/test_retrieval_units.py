@@ -254,3 +254,30 @@ def _trace_features(values: list[float]) -> list[float]:
 def _check_trace_rounding(values: list[float]) -> None:
     # repr: -0.0 and 0.0 compare equal but are written differently
     assert [repr(v) for v in _trace_features(values)] == [repr(round(v, 4)) for v in values]
+
+
+def test_rerank_features_read_each_candidates_lists_session_and_date() -> None:
+    from memroute.retrieval.rerank import FEATURES, Candidate, features
+    from memroute.types import MemoryItem
+
+    def cand(i: str, fused: float, rank: int, scores: dict[str, float], session: str | None, days: int,
+             text: str) -> Candidate:
+        return Candidate(MemoryItem(i, "o", text, session_id=session, occurred_at=NOW - timedelta(days=days)),
+                         fused, rank, scores, 0.1 * (3 - rank))
+
+    cands = [cand("a", 0.8, 0, {"bm25:0": 0.5, "vector:0": 1.0, "bm25:1": 0.75}, "s1", 10, "I adopted a cat"),
+             cand("b", 0.4, 1, {"vector:0": 0.25}, "s1", 0, "The cat sleeps"),
+             cand("c", 0.2, 2, {"bm25:1": 1.0}, "s2", 20, "Nothing here"),
+             cand("d", 0.1, 3, {}, None, 5, "Another cat")]
+    x = features(cands, analyze("my cat"), NOW)
+    col = {name: j for j, name in enumerate(FEATURES)}
+    assert x[:, col["bm25"]].tolist() == [0.75, 0.0, 1.0, 0.0]  # the best of the candidate's keyword lists
+    assert x[:, col["vector"]].tolist() == [1.0, 0.25, 0.0, 0.0]
+    assert x[:, col["n_lists"]].tolist() == [1.0, 1 / 3, 1 / 3, 0.0]
+    assert x[:, col["fused"]].tolist() == [1.0, 0.5, 0.25, 0.125]
+    # the other candidates of its session: none for one alone or without a session
+    assert x[:, col["session_best"]].tolist() == [0.5, 1.0, 0.0, 0.0]
+    assert x[:, col["session_sum"]].tolist() == [0.5 / 4, 1.0 / 4, 0.0, 0.0]
+    assert x[:, col["session_share"]].tolist() == [0.5, 0.5, 0.25, 0.0]
+    assert x[:, col["recency"]].tolist() == [0.5, 1.0, 0.0, 0.75]
+    assert x[:, col["keyword_overlap"]].tolist() == [1.0, 1.0, 0.0, 1.0]

@@ -25,7 +25,8 @@ from memroute.analysis.query_type import QueryType
 from memroute.analysis.references import Reference, ReferenceType
 from memroute.analysis.timerange import TimeRange
 from memroute.errors import InputError
-from memroute.text import Span, Token, detect_language, get_tokenizer, language_spans
+from memroute.text import Span, detect_language, language_spans
+from memroute.text.tokenizers import analyze_nfkc
 from memroute.types import Language, Message, utcnow
 
 MAX_CHARS = 10_000
@@ -105,7 +106,7 @@ def analyze(text: str, recent_messages: Iterable[Message | Mapping[str, Any]] | 
         language = detect_language(clean if len(text) <= MAX_CHARS else unicodedata.normalize("NFKC", text[:20_000]))
         spans = language_spans(clean)
     languages = frozenset(s.language for s in spans) & _LANGS
-    tokens = _tokens(clean, spans)
+    tokens = analyze_nfkc(clean)  # the spans above are language_spans(clean), so these are its tokens
 
     entities = find_entities(clean, tokens, cjk=bool(languages & {"ja", "ko"}))
     blocked = [(e.start, e.end) for e in entities if e.kind in ("quote", "identifier")]
@@ -141,14 +142,6 @@ def analyze(text: str, recent_messages: Iterable[Message | Mapping[str, Any]] | 
         named_entities=[e.surface for e in entities],
         parts=parts,
     )
-
-
-def _tokens(text: str, spans: list[Span]) -> list[Token]:
-    """``analyze_tokens`` on text that is already NFKC, reusing the spans computed above."""
-    out: list[Token] = []
-    for span in spans:
-        out.extend(get_tokenizer(span.language).tokens(text[span.start:span.end], span.start))
-    return out
 
 
 def _reference_time(now: datetime | str | None) -> datetime:

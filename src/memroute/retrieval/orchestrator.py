@@ -223,7 +223,8 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     keyword_forms = {k: match_forms([k]) for k in analysis.keywords}
     reference = next((r.resolved for r in analysis.references if r.resolved and r.type != ReferenceType.TEMPORAL),
                      None)
-    found_for_need = {j for j, c in enumerate(candidates) if c.memory.id in set(asked)}
+    asked_ids = set(asked)
+    found_for_need = {j for j, c in enumerate(candidates) if c.memory.id in asked_ids}
     order = constraints.promote(order, found_for_need, opts.limit)
     rank_of = {j: r for r, j in enumerate(order)}
     judged = None

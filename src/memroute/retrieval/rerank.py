@@ -138,10 +138,16 @@ def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: date
                              if r.resolved and r.type != ReferenceType.TEMPORAL)
     asks_when = analysis.query_type == QueryType.TEMPORAL or _WHEN.search(analysis.text) is not None
     tr = analysis.time_range
-    best_fused = max(c.fused for c in candidates) or 1.0
+    fused_of = [c.fused for c in candidates]
+    best_fused = max(fused_of) or 1.0
     best_cos = max(c.cosine for c in candidates)
-    n_lists = max(len({k for c in candidates for k in c.scores}), 1)
-    dates = [c.memory.occurred_at.timestamp() for c in candidates if c.memory.occurred_at is not None]
+    lists = dict.fromkeys(k for c in candidates for k in c.scores)
+    n_lists = max(len(lists), 1)
+    # the list names of each kind, found once (in the order met): a candidate looks up the few it may have
+    bm25_lists = [k for k in lists if "bm25" in k]
+    vector_lists = [k for k in lists if "vector" in k]
+    stamps = [None if c.memory.occurred_at is None else c.memory.occurred_at.timestamp() for c in candidates]
+    dates = [t for t in stamps if t is not None]
     lo, hi = (min(dates), max(dates)) if dates else (0.0, 0.0)
     sessions: dict[str, list[int]] = {}
     for i, c in enumerate(candidates):
@@ -155,27 +161,33 @@ def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: date
      other_named, reference_overlap, in_range, out_of_range, asks_when_dated, recency, session_best, session_share,
      session_sum, length, is_question, speaker_bm25, speaker_cosine, type_match, type_miss) = range(len(FEATURES))
     rows = []  # Python lists, made an array once: a numpy element write per feature cost ~10x a list's
+    no_peers: list[int] = []
     for i, c in enumerate(candidates):
         m = c.memory
         full_text = m.full_text
-        body = full_text.casefold()
+        scores = c.scores
         row = [0.0] * len(FEATURES)
         rows.append(row)
         row[fused] = c.fused / best_fused
         row[fused_rr] = 1.0 / (1.0 + c.rank)
-        row[bm25] = max((s for k, s in c.scores.items() if "bm25" in k), default=0.0)
-        row[vector] = max((s for k, s in c.scores.items() if "vector" in k), default=0.0)
+        row[bm25] = max([scores[k] for k in bm25_lists if k in scores], default=0.0)
+        row[vector] = max([scores[k] for k in vector_lists if k in scores], default=0.0)
         row[cosine] = c.cosine
         row[cosine_gap] = c.cosine - best_cos
-        row[n_lists_] = len(c.scores) / n_lists
-        row[keyword_overlap] = sum(k in body for k in keywords) / len(keywords) if keywords else 0.0
-        row[entity_overlap] = sum(e in body for e in entities) / len(entities) if entities else 0.0
+        row[n_lists_] = len(scores) / n_lists
+        if keywords or entities or ref_tokens:
+            body = full_text.casefold()
+            if keywords:
+                row[keyword_overlap] = len([k for k in keywords if k in body]) / len(keywords)
+            if entities:
+                row[entity_overlap] = len([e for e in entities if e in body]) / len(entities)
+            if ref_tokens:
+                row[reference_overlap] = len([k for k in ref_tokens if k in body]) / len(ref_tokens)
         speaker = speakers[i]
         if names:
             named = speaker is not None and speaker.casefold() in names
             row[speaker_named] = float(named)
             row[other_named] = float(not named)
-        row[reference_overlap] = sum(k in body for k in ref_tokens) / len(ref_tokens) if ref_tokens else 0.0
         if tr is not None and m.occurred_at is not None:
             if tr.start <= m.occurred_at < tr.end:
                 row[in_range] = 1.0
@@ -184,13 +196,15 @@ def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: date
                 row[out_of_range] = min(gap / 30.0, 1.0)
         if asks_when and _DATED.search(full_text):
             row[asks_when_dated] = 1.0
-        if m.occurred_at is not None and hi > lo:
-            row[recency] = (m.occurred_at.timestamp() - lo) / (hi - lo)
-        peers = sessions.get(m.session_id or "", [])
-        others = [candidates[j].fused for j in peers if j != i]
-        row[session_best] = max(others) / best_fused if others else 0.0
+        stamp = stamps[i]
+        if stamp is not None and hi > lo:
+            row[recency] = (stamp - lo) / (hi - lo)
+        peers = sessions.get(m.session_id, no_peers) if m.session_id else no_peers
+        if len(peers) > 1:
+            others = [fused_of[j] for j in peers if j != i]
+            row[session_best] = max(others) / best_fused
+            row[session_sum] = sum(others) / best_fused / 4.0
         row[session_share] = len(peers) / n
-        row[session_sum] = sum(others) / best_fused / 4.0
         row[length] = math.log1p(len(full_text)) / 8.0
         row[is_question] = float(m.text.rstrip().endswith(("?", "？")))
         row[speaker_bm25] = row[speaker_named] * row[bm25]

@@ -6,6 +6,7 @@ kept short (ids and scores, no texts) so a trace costs little to build and to lo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,21 +40,18 @@ class CandidateTrace:
     judge: float | None = None
     """The calibrated judge's probability that it answers the message (:mod:`memroute.retrieval.judge`)."""
 
-    def numbers(self) -> list[float]:
-        """``fused``, ``rerank``, ``final``, ``judge`` (0.0 for none), the scores, the features: what
-        :meth:`rounded` takes back rounded."""
-        return [self.fused, *(0.0 if v is None else v for v in (self.rerank, self.final, self.judge)),
-                *self.scores.values(), *self.features.values()]
-
-    def rounded(self, numbers: list[float]) -> dict[str, Any]:
-        """This candidate in the trace's JSON, given :meth:`numbers` rounded to 4 places."""
-        scores = len(self.scores)
-        return {"id": self.id, "fused": numbers[0], "fused_rank": self.fused_rank,
-                "rerank": None if self.rerank is None else numbers[1],
-                "final": None if self.final is None else numbers[2],
-                "final_rank": self.final_rank, "judge": None if self.judge is None else numbers[3],
-                "scores": dict(zip(self.scores, numbers[4 : 4 + scores], strict=True)),
-                "features": dict(zip(self.features, numbers[4 + scores :], strict=True))}
+    def rounded(self, numbers: Iterator[float]) -> dict[str, Any]:
+        """This candidate in the trace's JSON, taking its numbers from ``numbers`` (rounded to 4 places) in the
+        order :func:`_candidate_numbers` wrote them: ``fused``, ``rerank``, ``final``, ``judge``, the scores,
+        the features."""
+        fused, rerank, final, judge = next(numbers), next(numbers), next(numbers), next(numbers)
+        # zip reads the keys first: it stops at their end without taking a number of the next candidate
+        return {"id": self.id, "fused": fused, "fused_rank": self.fused_rank,
+                "rerank": None if self.rerank is None else rerank,
+                "final": None if self.final is None else final,
+                "final_rank": self.final_rank, "judge": None if self.judge is None else judge,
+                "scores": dict(zip(self.scores, numbers, strict=False)),
+                "features": dict(zip(self.features, numbers, strict=False))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,17 +81,17 @@ class RecallTrace:
 
     def to_dict(self) -> dict[str, Any]:
         # the candidates' numbers (~35 each, ~1,800 a recall) and the hits' scores rounded in one pass each,
-        # not one round() apiece: half of this method's time
-        rows = [c.numbers() for c in self.candidates]
-        numbers = iter(_split(_round4([v for row in rows for v in row]), rows))
-        hits = iter(_split(_round4([v for s in self.searches for _, v in s.hits]), [s.hits for s in self.searches]))
+        # not one round() apiece, and handed out from one iterator (no list per candidate): half of this
+        # method's time
+        numbers = iter(_round4(_candidate_numbers(self.candidates)))
+        hits = iter(_round4([v for s in self.searches for _, v in s.hits]))
         return {
             "strategy": self.strategy, "strategy_forced": self.strategy_forced, "params": self.params,
             "analysis": self.analysis, "queries": list(self.queries),
             "searches": [{"name": s.name, "weight": round(s.weight, 4), "ms": round(s.ms, 3),
-                          "hits": [[h[0], v] for h, v in zip(s.hits, next(hits), strict=True)]} for s in self.searches],
+                          "hits": [[h[0], next(hits)] for h in s.hits]} for s in self.searches],
             "fusion": self.fusion,
-            "candidates": [c.rounded(next(numbers)) for c in self.candidates],
+            "candidates": [c.rounded(numbers) for c in self.candidates],
             "duplicates": self.duplicates,
             "stages_ms": {k: round(v, 3) for k, v in self.stages_ms.items()},
             "notes": list(self.notes),
@@ -129,10 +127,16 @@ def _round4(values: list[float]) -> list[float]:
     return out
 
 
-def _split(flat: list[float], parts: list[Any]) -> list[list[float]]:
-    """``flat`` cut into consecutive runs as long as each of ``parts``."""
-    out, start = [], 0
-    for part in parts:
-        out.append(flat[start : start + len(part)])
-        start += len(part)
+def _candidate_numbers(candidates: tuple[CandidateTrace, ...]) -> list[float]:
+    """Every candidate's numbers in the order :meth:`CandidateTrace.rounded` takes them back: ``fused``,
+    ``rerank``, ``final``, ``judge`` (0.0 for none), the scores, the features."""
+    out: list[float] = []
+    add, extend = out.append, out.extend
+    for c in candidates:
+        add(c.fused)
+        add(0.0 if c.rerank is None else c.rerank)
+        add(0.0 if c.final is None else c.final)
+        add(0.0 if c.judge is None else c.judge)
+        extend(c.scores.values())
+        extend(c.features.values())
     return out

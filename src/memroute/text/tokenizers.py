@@ -286,7 +286,7 @@ def get_tokenizer(language: Language) -> Tokenizer:
 
 def analyze_tokens(text: str) -> list[Token]:
     """All tokens of ``text``, each language span tokenised by its own tokenizer (mixed text works)."""
-    return _analyze_nfkc(unicodedata.normalize("NFKC", text))
+    return analyze_nfkc(unicodedata.normalize("NFKC", text))
 
 
 _KEPT_TEXTS = 2048
@@ -297,7 +297,9 @@ tokenisations of which 5.8 repeated a text of the same recall, 0.59 ms of CPU, o
 Tokens are a pure function of the text: every tokenizer is made once and never changed."""
 
 
-def _analyze_nfkc(text: str) -> list[Token]:
+def analyze_nfkc(text: str) -> list[Token]:
+    """:func:`analyze_tokens` of a text already in NFKC (the query analysis's own text): the tokens the
+    recall's later steps find kept."""
     if len(text) <= _KEPT_CHARS:
         return list(_analyze_kept(text))
     return _analyze_spans(text)
@@ -364,7 +366,7 @@ def query_terms(text: str, limit: int | None = None) -> list[str]:
     which a memory's "follow-up" is indexed under; "the end" is no compound); at most ``limit`` terms, the
     content tokens first."""
     text = unicodedata.normalize("NFKC", text)
-    tokens = _analyze_nfkc(text)
+    tokens = analyze_nfkc(text)
     terms = _content_norms(tokens)
     seen = set(terms)
     prev: Token | None = None
