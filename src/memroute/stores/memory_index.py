@@ -121,6 +121,59 @@ class _Impacts:
             self._held += len(slots)
 
 
+class _Repeated:
+    """The rows and scores of BM25 searches whose terms were asked before, kept until the index changes: a recall of
+    a request also runs the constraint search (:mod:`memroute.retrieval.constraints`), whose 30-60 terms are one of a
+    few fixed sets (one per domain), so the same terms come back every few recalls; at 1M rows summing their 60k-95k
+    postings again was 2-5 ms of such a recall (23 of the bench's 200). A set is kept from its second search on (a
+    message's own terms, asked once, never enter), only with fewer postings than ``_DENSE_SHARE`` marks (the rows that
+    have a term, a row once per term, and their sums, as the search has them: at most 2 MB at 1M rows), at most ``KEEP``
+    sets, least recently used first."""
+
+    KEEP = 8
+    SEEN = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at = -1
+        self._seen: dict[tuple[Any, ...], None] = {}
+        self._kept: dict[tuple[Any, ...], tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]] = {}
+
+    def _now(self, changes: int) -> None:
+        if changes != self._at:
+            self._seen.clear()
+            self._kept.clear()
+            self._at = changes
+
+    def get(self, key: tuple[Any, ...],
+            changes: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
+        with self._lock:
+            self._now(changes)
+            kept = self._kept.pop(key, None)
+            if kept is not None:
+                self._kept[key] = kept  # the most recently used, last
+            return kept
+
+    def asked_before(self, key: tuple[Any, ...], changes: int) -> bool:
+        """Whether ``key`` was searched before (since the last change); remembers it."""
+        with self._lock:
+            self._now(changes)
+            if key in self._seen:
+                return True
+            if len(self._seen) >= self.SEEN:
+                del self._seen[next(iter(self._seen))]
+            self._seen[key] = None
+            return False
+
+    def put(self, key: tuple[Any, ...], changes: int, rows: npt.NDArray[np.intp],
+            scores: npt.NDArray[np.float64]) -> None:
+        with self._lock:
+            self._now(changes)
+            while len(self._kept) >= self.KEEP:
+                del self._kept[next(iter(self._kept))]
+            self._kept[key] = (rows, scores)
+
+
 @dataclass(frozen=True, slots=True)
 class _KeptMask:
     """The last :meth:`MemoryIndex._allowed` mask without its expiry test, by its filter and the index's changes;
@@ -234,6 +287,7 @@ class MemoryIndex:
         """The last BM25 search's postings' rows and every row's score before the filter, by its terms, weights and
         ``_changes``."""
         self._impacts = _Impacts()
+        self._repeated = _Repeated()
         self._kept_mask: _KeptMask | None = None
         self._quantized = quantized.QuantizedCopy(dimension)
         self._graph: AnnGraph | None = None
@@ -534,23 +588,30 @@ class MemoryIndex:
         if avgdl <= 0:
             return []
         key = (frozenset(tokens), w_own, w_ctx, self._changes)
+        timed = flt.start is not None or flt.end is not None
         last = self._last_bm25
         if last is not None and last[0] == key:  # a recall's time search repeats its first query's terms
             cand, sums = last[1], last[2]
         else:
+            kept = None if timed else self._repeated.get(key, self._changes)
+            if kept is not None:  # terms asked before: the rows that have one and their sums (no time range)
+                return self._top_passing(kept[0], kept[1], limit, flt, owner)
             found = self._bm25_scores(tokens, w_own, w_ctx, avgdl)
             if found is None:
                 return []
             cand, sums = found
             self._last_bm25 = (key, cand, sums)
-        if flt.start is not None or flt.end is not None:
+        if timed:
             rows = self._copy_rows_in_range(flt, len(sums))
             if rows is not None:
                 rows = rows[sums[rows] > 0]
                 return self._top_passing(rows, sums[rows], limit, flt, owner)
         if len(cand) * _DENSE_SHARE >= len(sums):
             return self._top_scored(sums, limit, flt, owner)
-        return self._top_passing(cand, sums[cand], limit, flt, owner)
+        scores = sums[cand]
+        if not timed and self._repeated.asked_before(key, self._changes):
+            self._repeated.put(key, self._changes, cand, scores)
+        return self._top_passing(cand, scores, limit, flt, owner)
 
     def _copy_rows_in_range(self, flt: SearchFilter, rows: int) -> npt.NDArray[np.int64] | None:
         """Every slot below ``rows`` that may be inside ``flt``'s time range, from the time-ordered copy (every slot
