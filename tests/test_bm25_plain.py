@@ -230,11 +230,7 @@ def test_bm25_terms_asked_again_are_answered_from_their_kept_sums_until_a_change
 
     for owner, session, limit in (("o0", None, 5), ("o1", "s3", 40), ("o2", None, 200), ("o0", "s1", 3)):
         check(owner, session, limit)
-    # the first two searches computed the sums (the second kept them), the later ones did not; unless a search of
-    # this many postings cuts from every row's score (``_top_scored``): never kept
-    dense = sum(len(p[0]) for t in terms if (p := index._postings.get(t)) is not None) * memory_index._DENSE_SHARE \
-        >= index.rows
-    assert computed == (4 if dense else 2)
+    assert computed == 2  # the first two searches computed the sums (the second kept them), the later ones did not
     for r in (7, 8, 9):
         index.remove(r)
         del rows[r]
@@ -242,4 +238,31 @@ def test_bm25_terms_asked_again_are_answered_from_their_kept_sums_until_a_change
     put(2001, rows[2001])
     for owner, session, limit in (("o1", "s3", 40), ("o0", None, 5), ("o1", "s3", 40)):
         check(owner, session, limit)
-    assert computed == (7 if dense else 4)
+    assert computed == 4
+
+
+def test_bm25_kept_term_sets_are_evicted_beyond_their_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Room for one kept set: two sets asked in turn evict each other and are computed again, with the plain
+    answers; a set with more rows than the room is never kept."""
+    rows = dict(enumerate(corpus(1500, 8), start=1))
+    index = MemoryIndex(4)
+    for r, (owner, session, own, ctx) in rows.items():
+        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
+                  np.ones(4, dtype=np.float32) / 2, own, ctx)
+    sets = [["r5", "w3", "w9"], ["r9", "w2", "w5"], ["c0", "c1", "c2", "c3"]]
+    postings = [sum(len(p[0]) for t in terms if (p := index._postings.get(t)) is not None) for terms in sets]
+    room = max(postings[:2])  # the rows a set keeps: at most its postings
+    monkeypatch.setattr(memory_index._Repeated, "KEEP_ROWS", room)
+    assert len(np.unique(np.concatenate([index._postings.get(t)[0] for t in sets[2]]))) > room  # type: ignore[index]
+    was_kept = 0
+    for _ in range(4):
+        for terms in sets:
+            got = index.search_bm25(terms, SearchFilter(owner="o1"), 20, WEIGHTS)
+            want = plain_bm25(rows, terms, "o1", None, 20)
+            assert [h.id for h in got] == [w[0] for w in want], terms
+            assert np.allclose([h.score for h in got], [w[1] for w in want], rtol=1e-5)
+            kept = index._repeated._kept
+            assert len(kept) <= 1 and index._repeated._held == sum(len(v[0]) for v in kept.values())
+            assert all(len(v[0]) <= room for v in kept.values())
+            was_kept += len(kept)
+    assert was_kept

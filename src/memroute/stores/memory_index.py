@@ -124,13 +124,12 @@ class _Impacts:
 class _Repeated:
     """The rows and scores of BM25 searches whose terms were asked before, kept until the index changes: a recall of
     a request also runs the constraint search (:mod:`memroute.retrieval.constraints`), whose 30-60 terms are one of a
-    few fixed sets (one per domain), so the same terms come back every few recalls; at 1M rows summing their 60k-95k
+    few fixed sets (one per domain), so the same terms come back every few recalls; at 1M rows summing their 60k-150k
     postings again was 2-5 ms of such a recall (23 of the bench's 200). A set is kept from its second search on (a
-    message's own terms, asked once, never enter), only with fewer postings than ``_DENSE_SHARE`` marks (the rows that
-    have a term, a row once per term, and their sums, as the search has them: at most 2 MB at 1M rows), at most ``KEEP``
-    sets, least recently used first."""
+    message's own terms, asked once, never enter): the rows that have a term (once per term if the search had them
+    so) and their sums, 16 bytes a row; at most ``KEEP_ROWS`` rows in all (32 MB), least recently used first."""
 
-    KEEP = 8
+    KEEP_ROWS = 2_000_000
     SEEN = 1024
 
     def __init__(self) -> None:
@@ -138,12 +137,13 @@ class _Repeated:
         self._at = -1
         self._seen: dict[tuple[Any, ...], None] = {}
         self._kept: dict[tuple[Any, ...], tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]] = {}
+        self._held = 0
 
     def _now(self, changes: int) -> None:
         if changes != self._at:
             self._seen.clear()
             self._kept.clear()
-            self._at = changes
+            self._at, self._held = changes, 0
 
     def get(self, key: tuple[Any, ...],
             changes: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
@@ -167,11 +167,16 @@ class _Repeated:
 
     def put(self, key: tuple[Any, ...], changes: int, rows: npt.NDArray[np.intp],
             scores: npt.NDArray[np.float64]) -> None:
+        if len(rows) > self.KEEP_ROWS:
+            return
         with self._lock:
             self._now(changes)
-            while len(self._kept) >= self.KEEP:
-                del self._kept[next(iter(self._kept))]
+            old = self._kept.pop(key, None)
+            self._held -= 0 if old is None else len(old[0])
+            while self._kept and self._held + len(rows) > self.KEEP_ROWS:
+                self._held -= len(self._kept.pop(next(iter(self._kept)))[0])
             self._kept[key] = (rows, scores)
+            self._held += len(rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -607,6 +612,10 @@ class MemoryIndex:
                 rows = rows[sums[rows] > 0]
                 return self._top_passing(rows, sums[rows], limit, flt, owner)
         if len(cand) * _DENSE_SHARE >= len(sums):
+            if not timed and self._repeated.asked_before(key, self._changes):
+                # a term's contribution is positive: the rows scoring above 0 are those having a term, each once
+                rows = np.flatnonzero(sums > 0)
+                self._repeated.put(key, self._changes, rows, sums[rows])
             return self._top_scored(sums, limit, flt, owner)
         scores = sums[cand]
         if not timed and self._repeated.asked_before(key, self._changes):
