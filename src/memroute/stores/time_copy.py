@@ -34,8 +34,11 @@ import numpy.typing as npt
 
 from memroute.stores.vector_file import VectorFile
 
-FIRST_K = 256
-"""Rows rescored exactly at first (at least 4 x limit); fourfold more while the bound does not hold."""
+FIRST_K = 64
+"""Rows rescored exactly at first (at least 4 x limit); fourfold more while the bound does not hold. At 1M rows the
+bound held at the first rescoring in each of 500 searches at limit 15 (100 of the bench's queries in the last month and
+a week, 100 others in three other ranges: a day to two months), and reading 64 rows instead of 256 took 0.3-0.7 ms off
+each (docs/benchmarks.md, "branch sq17")."""
 ROW_COST = 8
 """A row read with ``pread`` and scored exactly costs about eight rows of the copy read in a slice and scored
 approximately (~2 µs against ~0.25 µs, 512-d): the copy is used when the slice's rows / 8 plus the first rescoring
