@@ -137,6 +137,7 @@ def check_ranges(store: SQLiteStore, db: Path, queries: int = 30) -> None:
 def test_time_ranges_answer_as_the_exact_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_k: int,
                                               dense_share: int) -> None:
     monkeypatch.setattr(time_copy, "FIRST_K", first_k)  # 4: the bound fails at first and the rescored rows grow
+    monkeypatch.setattr(time_copy, "OVERHEAD_ROWS", first_k)  # small: most ranges go through the copy
     # 10**9: every BM25 search cuts its best rows from every row's score (a small range's rows come from the copy)
     monkeypatch.setattr(memory_index, "_DENSE_SHARE", dense_share)
     uses = Uses(monkeypatch)

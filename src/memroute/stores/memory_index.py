@@ -551,7 +551,7 @@ class MemoryIndex:
         after = slice(copy.rows, self._n)
         tail = np.flatnonzero(allowed[after] & self._in_time(after, flt)) + copy.rows
         passing = int(np.count_nonzero(keep))
-        if (b - a) / time_copy.ROW_COST + max(time_copy.FIRST_K, 4 * limit) >= passing:
+        if (b - a) / time_copy.ROW_COST + max(time_copy.OVERHEAD_ROWS, 4 * limit) >= passing:
             slots = np.sort(np.concatenate([in_range[keep], tail]))
             return self._top(slots, self._scores(slots, query), limit)
         slots, scores = copy.search(query, a, b, keep, limit, lambda s: self._scores(s, query),
