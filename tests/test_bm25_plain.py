@@ -241,19 +241,24 @@ def test_bm25_terms_asked_again_are_answered_from_their_kept_sums_until_a_change
     assert computed == 4
 
 
-def test_bm25_kept_term_sets_are_evicted_beyond_their_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bm25_kept_term_sets_are_evicted_beyond_their_room(monkeypatch: pytest.MonkeyPatch) -> None:
     """Room for one kept set: two sets asked in turn evict each other and are computed again, with the plain
-    answers; a set with more rows than the room is never kept."""
+    answers; a set larger than the room is never kept."""
     rows = dict(enumerate(corpus(1500, 8), start=1))
     index = MemoryIndex(4)
     for r, (owner, session, own, ctx) in rows.items():
         index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
                   np.ones(4, dtype=np.float32) / 2, own, ctx)
     sets = [["r5", "w3", "w9"], ["r9", "w2", "w5"], ["c0", "c1", "c2", "c3"]]
-    postings = [sum(len(p[0]) for t in terms if (p := index._postings.get(t)) is not None) for terms in sets]
-    room = max(postings[:2])  # the rows a set keeps: at most its postings
-    monkeypatch.setattr(memory_index._Repeated, "KEEP_ROWS", room)
-    assert len(np.unique(np.concatenate([index._postings.get(t)[0] for t in sets[2]]))) > room  # type: ignore[index]
+    sizes = []
+    for terms in sets:  # what each set keeps, by the path its search takes here
+        for _ in range(2):
+            index.search_bm25(terms, SearchFilter(owner="o1"), 20, WEIGHTS)
+            index.search_bm25(["nothing", "r1"], SearchFilter(owner="o1"), 20, WEIGHTS)  # not the last search
+        sizes.append(memory_index._Repeated.size(index._repeated._kept[(frozenset(terms), *WEIGHTS, index._changes)]))
+    room = max(sizes[:2])
+    monkeypatch.setattr(memory_index._Repeated, "KEEP_BYTES", room)
+    index._repeated = memory_index._Repeated()  # nothing kept or seen
     was_kept = 0
     for _ in range(4):
         for terms in sets:
@@ -262,7 +267,9 @@ def test_bm25_kept_term_sets_are_evicted_beyond_their_rows(monkeypatch: pytest.M
             assert [h.id for h in got] == [w[0] for w in want], terms
             assert np.allclose([h.score for h in got], [w[1] for w in want], rtol=1e-5)
             kept = index._repeated._kept
-            assert len(kept) <= 1 and index._repeated._held == sum(len(v[0]) for v in kept.values())
-            assert all(len(v[0]) <= room for v in kept.values())
+            assert len(kept) <= 1 and index._repeated._held == sum(map(memory_index._Repeated.size, kept.values()))
+            assert index._repeated._held <= room
+            if sizes[2] > room:
+                assert (frozenset(sets[2]), *WEIGHTS, index._changes) not in kept
             was_kept += len(kept)
     assert was_kept

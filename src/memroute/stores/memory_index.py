@@ -122,22 +122,27 @@ class _Impacts:
 
 
 class _Repeated:
-    """The rows and scores of BM25 searches whose terms were asked before, kept until the index changes: a recall of
-    a request also runs the constraint search (:mod:`memroute.retrieval.constraints`), whose 30-60 terms are one of a
-    few fixed sets (one per domain), so the same terms come back every few recalls; at 1M rows summing their 60k-150k
-    postings again was 2-5 ms of such a recall (23 of the bench's 200). A set is kept from its second search on (a
-    message's own terms, asked once, never enter): the rows that have a term (once per term if the search had them
-    so) and their sums, 16 bytes a row; at most ``KEEP_ROWS`` rows in all (32 MB), least recently used first."""
+    """The sums of BM25 searches whose terms were asked before, kept until the index changes: a recall of a request
+    also runs the constraint search (:mod:`memroute.retrieval.constraints`), whose 30-60 terms are one of a few fixed
+    sets (one per domain), so the same terms come back every few recalls; at 1M rows summing their 60k-150k postings
+    again was 2-5 ms of such a recall (23 of the bench's 200). A set is kept from its second search on (a message's
+    own terms, asked once, never enter) as the search had it: the rows that have a term (once per term) and their sums
+    (16 bytes a posting), or every row's sum when the search cut from those (8 bytes a row: 8 MB at 1M rows); at most
+    ``KEEP_BYTES`` in all, least recently used first. Keeping costs nothing: the arrays are the search's own."""
 
-    KEEP_ROWS = 2_000_000
+    KEEP_BYTES = 32 << 20
     SEEN = 1024
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._at = -1
         self._seen: dict[tuple[Any, ...], None] = {}
-        self._kept: dict[tuple[Any, ...], tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]] = {}
+        self._kept: dict[tuple[Any, ...], tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.float64]]] = {}
         self._held = 0
+
+    @staticmethod
+    def size(kept: tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.float64]]) -> int:
+        return (0 if kept[0] is None else kept[0].nbytes) + kept[1].nbytes
 
     def _now(self, changes: int) -> None:
         if changes != self._at:
@@ -146,7 +151,8 @@ class _Repeated:
             self._at, self._held = changes, 0
 
     def get(self, key: tuple[Any, ...],
-            changes: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
+            changes: int) -> tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.float64]] | None:
+        """``(rows, sums)`` of the postings, or ``(None, sums)`` of every row."""
         with self._lock:
             self._now(changes)
             kept = self._kept.pop(key, None)
@@ -165,18 +171,19 @@ class _Repeated:
             self._seen[key] = None
             return False
 
-    def put(self, key: tuple[Any, ...], changes: int, rows: npt.NDArray[np.intp],
-            scores: npt.NDArray[np.float64]) -> None:
-        if len(rows) > self.KEEP_ROWS:
+    def put(self, key: tuple[Any, ...], changes: int, rows: npt.NDArray[np.intp] | None,
+            sums: npt.NDArray[np.float64]) -> None:
+        size = self.size((rows, sums))
+        if size > self.KEEP_BYTES:
             return
         with self._lock:
             self._now(changes)
             old = self._kept.pop(key, None)
-            self._held -= 0 if old is None else len(old[0])
-            while self._kept and self._held + len(rows) > self.KEEP_ROWS:
-                self._held -= len(self._kept.pop(next(iter(self._kept)))[0])
-            self._kept[key] = (rows, scores)
-            self._held += len(rows)
+            self._held -= 0 if old is None else self.size(old)
+            while self._kept and self._held + size > self.KEEP_BYTES:
+                self._held -= self.size(self._kept.pop(next(iter(self._kept))))
+            self._kept[key] = (rows, sums)
+            self._held += size
 
 
 @dataclass(frozen=True, slots=True)
@@ -599,7 +606,9 @@ class MemoryIndex:
             cand, sums = last[1], last[2]
         else:
             kept = None if timed else self._repeated.get(key, self._changes)
-            if kept is not None:  # terms asked before: the rows that have one and their sums (no time range)
+            if kept is not None:  # terms asked before, no time range: their sums as that search had them
+                if kept[0] is None:
+                    return self._top_scored(kept[1], limit, flt, owner)
                 return self._top_passing(kept[0], kept[1], limit, flt, owner)
             found = self._bm25_scores(tokens, w_own, w_ctx, avgdl)
             if found is None:
@@ -613,9 +622,7 @@ class MemoryIndex:
                 return self._top_passing(rows, sums[rows], limit, flt, owner)
         if len(cand) * _DENSE_SHARE >= len(sums):
             if not timed and self._repeated.asked_before(key, self._changes):
-                # a term's contribution is positive: the rows scoring above 0 are those having a term, each once
-                rows = np.flatnonzero(sums > 0)
-                self._repeated.put(key, self._changes, rows, sums[rows])
+                self._repeated.put(key, self._changes, None, sums)
             return self._top_scored(sums, limit, flt, owner)
         scores = sums[cand]
         if not timed and self._repeated.asked_before(key, self._changes):
