@@ -194,3 +194,82 @@ def test_bm25_inside_a_time_range_is_its_search_without_the_range_filtered_by_ti
                 want = [h for h in every if (at := when[h.id]) is not None and (start is None or at >= start)
                         and (end is None or at <= end)][:limit]
                 assert got == want, (terms, start, end, owner, limit)
+
+
+def test_bm25_terms_asked_again_are_answered_from_their_kept_sums_until_a_change() -> None:
+    """A set of terms searched a second time is kept (the rows that have a term and their sums) and later searches
+    answer from it, with any filter and limit, as the plain BM25 does; a put or a delete drops it (the scores must
+    be the plain ones of the new rows). Other terms are searched between them (the last search's sums are kept
+    anyway)."""
+    rows = dict(enumerate(corpus(2000, 7), start=1))
+    index = MemoryIndex(4)
+
+    def put(r: int, row: tuple[str, str, list[str], list[str]]) -> None:
+        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=row[0], text="x", session_id=row[1])),
+                  np.ones(4, dtype=np.float32) / 2, row[2], row[3])
+
+    for r, row in rows.items():
+        put(r, row)
+    terms = ["r5", "w1", "w2", "w7", "c2"]
+    computed = 0
+    scores = index._bm25_scores
+
+    def counted(tokens: list[str], *args: object) -> object:
+        nonlocal computed
+        computed += set(tokens) == set(terms)
+        return scores(tokens, *args)  # type: ignore[arg-type]
+
+    index._bm25_scores = counted  # type: ignore[assignment,method-assign]
+
+    def check(owner: str, session: str | None, limit: int) -> None:
+        index.search_bm25([f"w{owner}{limit}", "c1", "r8"], SearchFilter(owner="o0"), 5, WEIGHTS)  # asked once
+        got = index.search_bm25(terms, SearchFilter(owner=owner, session_id=session), limit, WEIGHTS)
+        want = plain_bm25(rows, terms, owner, session, limit)
+        assert [h.id for h in got] == [w[0] for w in want], (owner, session, limit)
+        assert np.allclose([h.score for h in got], [w[1] for w in want], rtol=1e-5)
+
+    for owner, session, limit in (("o0", None, 5), ("o1", "s3", 40), ("o2", None, 200), ("o0", "s1", 3)):
+        check(owner, session, limit)
+    assert computed == 2  # the first two searches computed the sums (the second kept them), the later ones did not
+    for r in (7, 8, 9):
+        index.remove(r)
+        del rows[r]
+    rows[2001] = ("o1", "s3", ["r5", "w1", "w1", "c2"], [])
+    put(2001, rows[2001])
+    for owner, session, limit in (("o1", "s3", 40), ("o0", None, 5), ("o1", "s3", 40)):
+        check(owner, session, limit)
+    assert computed == 4
+
+
+def test_bm25_kept_term_sets_are_evicted_beyond_their_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Room for one kept set: two sets asked in turn evict each other and are computed again, with the plain
+    answers; a set larger than the room is never kept."""
+    rows = dict(enumerate(corpus(1500, 8), start=1))
+    index = MemoryIndex(4)
+    for r, (owner, session, own, ctx) in rows.items():
+        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
+                  np.ones(4, dtype=np.float32) / 2, own, ctx)
+    sets = [["r5", "w3", "w9"], ["r9", "w2", "w5"], ["c0", "c1", "c2", "c3"]]
+    sizes = []
+    for terms in sets:  # what each set keeps, by the path its search takes here
+        for _ in range(2):
+            index.search_bm25(terms, SearchFilter(owner="o1"), 20, WEIGHTS)
+            index.search_bm25(["nothing", "r1"], SearchFilter(owner="o1"), 20, WEIGHTS)  # not the last search
+        sizes.append(memory_index._Repeated.size(index._repeated._kept[(frozenset(terms), *WEIGHTS, index._changes)]))
+    room = max(sizes[:2])
+    monkeypatch.setattr(memory_index._Repeated, "KEEP_BYTES", room)
+    index._repeated = memory_index._Repeated()  # nothing kept or seen
+    was_kept = 0
+    for _ in range(4):
+        for terms in sets:
+            got = index.search_bm25(terms, SearchFilter(owner="o1"), 20, WEIGHTS)
+            want = plain_bm25(rows, terms, "o1", None, 20)
+            assert [h.id for h in got] == [w[0] for w in want], terms
+            assert np.allclose([h.score for h in got], [w[1] for w in want], rtol=1e-5)
+            kept = index._repeated._kept
+            assert len(kept) <= 1 and index._repeated._held == sum(map(memory_index._Repeated.size, kept.values()))
+            assert index._repeated._held <= room
+            if sizes[2] > room:
+                assert (frozenset(sets[2]), *WEIGHTS, index._changes) not in kept
+            was_kept += len(kept)
+    assert was_kept

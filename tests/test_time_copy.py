@@ -133,10 +133,11 @@ def check_ranges(store: SQLiteStore, db: Path, queries: int = 30) -> None:
         ref.close()
 
 
-@pytest.mark.parametrize(("first_k", "dense_share"), [(4, 10**9), (256, 4)])
+@pytest.mark.parametrize(("first_k", "dense_share"), [(4, 10**9), (time_copy.FIRST_K, 4), (256, 10**9)])
 def test_time_ranges_answer_as_the_exact_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_k: int,
                                               dense_share: int) -> None:
     monkeypatch.setattr(time_copy, "FIRST_K", first_k)  # 4: the bound fails at first and the rescored rows grow
+    monkeypatch.setattr(time_copy, "OVERHEAD_ROWS", first_k)  # small: most ranges go through the copy
     # 10**9: every BM25 search cuts its best rows from every row's score (a small range's rows come from the copy)
     monkeypatch.setattr(memory_index, "_DENSE_SHARE", dense_share)
     uses = Uses(monkeypatch)

@@ -121,6 +121,71 @@ class _Impacts:
             self._held += len(slots)
 
 
+class _Repeated:
+    """The sums of BM25 searches whose terms were asked before, kept until the index changes: a recall of a request
+    also runs the constraint search (:mod:`memroute.retrieval.constraints`), whose 30-60 terms are one of a few fixed
+    sets (one per domain), so the same terms come back every few recalls; at 1M rows summing their 60k-150k postings
+    again was 2-5 ms of such a recall (23 of the bench's 200). A set is kept from its second search on (a message's
+    own terms, asked once, never enter) as the search had it: the rows that have a term (once per term) and their sums
+    (16 bytes a posting), or every row's sum when the search cut from those (8 bytes a row: 8 MB at 1M rows); at most
+    ``KEEP_BYTES`` in all, least recently used first. Keeping costs nothing: the arrays are the search's own."""
+
+    KEEP_BYTES = 32 << 20
+    SEEN = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at = -1
+        self._seen: dict[tuple[Any, ...], None] = {}
+        self._kept: dict[tuple[Any, ...], tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.float64]]] = {}
+        self._held = 0
+
+    @staticmethod
+    def size(kept: tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.float64]]) -> int:
+        return (0 if kept[0] is None else kept[0].nbytes) + kept[1].nbytes
+
+    def _now(self, changes: int) -> None:
+        if changes != self._at:
+            self._seen.clear()
+            self._kept.clear()
+            self._at, self._held = changes, 0
+
+    def get(self, key: tuple[Any, ...],
+            changes: int) -> tuple[npt.NDArray[np.intp] | None, npt.NDArray[np.float64]] | None:
+        """``(rows, sums)`` of the postings, or ``(None, sums)`` of every row."""
+        with self._lock:
+            self._now(changes)
+            kept = self._kept.pop(key, None)
+            if kept is not None:
+                self._kept[key] = kept  # the most recently used, last
+            return kept
+
+    def asked_before(self, key: tuple[Any, ...], changes: int) -> bool:
+        """Whether ``key`` was searched before (since the last change); remembers it."""
+        with self._lock:
+            self._now(changes)
+            if key in self._seen:
+                return True
+            if len(self._seen) >= self.SEEN:
+                del self._seen[next(iter(self._seen))]
+            self._seen[key] = None
+            return False
+
+    def put(self, key: tuple[Any, ...], changes: int, rows: npt.NDArray[np.intp] | None,
+            sums: npt.NDArray[np.float64]) -> None:
+        size = self.size((rows, sums))
+        if size > self.KEEP_BYTES:
+            return
+        with self._lock:
+            self._now(changes)
+            old = self._kept.pop(key, None)
+            self._held -= 0 if old is None else self.size(old)
+            while self._kept and self._held + size > self.KEEP_BYTES:
+                self._held -= self.size(self._kept.pop(next(iter(self._kept))))
+            self._kept[key] = (rows, sums)
+            self._held += size
+
+
 @dataclass(frozen=True, slots=True)
 class _KeptMask:
     """The last :meth:`MemoryIndex._allowed` mask without its expiry test, by its filter and the index's changes;
@@ -234,6 +299,7 @@ class MemoryIndex:
         """The last BM25 search's postings' rows and every row's score before the filter, by its terms, weights and
         ``_changes``."""
         self._impacts = _Impacts()
+        self._repeated = _Repeated()
         self._kept_mask: _KeptMask | None = None
         self._quantized = quantized.QuantizedCopy(dimension)
         self._graph: AnnGraph | None = None
@@ -492,7 +558,7 @@ class MemoryIndex:
         after = slice(copy.rows, self._n)
         tail = np.flatnonzero(allowed[after] & self._in_time(after, flt)) + copy.rows
         passing = int(np.count_nonzero(keep))
-        if (b - a) / time_copy.ROW_COST + max(time_copy.FIRST_K, 4 * limit) >= passing:
+        if (b - a) / time_copy.ROW_COST + max(time_copy.OVERHEAD_ROWS, 4 * limit) >= passing:
             slots = np.sort(np.concatenate([in_range[keep], tail]))
             return self._top(slots, self._scores(slots, query), limit)
         slots, scores = copy.search(query, a, b, keep, limit, lambda s: self._scores(s, query),
@@ -534,23 +600,34 @@ class MemoryIndex:
         if avgdl <= 0:
             return []
         key = (frozenset(tokens), w_own, w_ctx, self._changes)
+        timed = flt.start is not None or flt.end is not None
         last = self._last_bm25
         if last is not None and last[0] == key:  # a recall's time search repeats its first query's terms
             cand, sums = last[1], last[2]
         else:
+            kept = None if timed else self._repeated.get(key, self._changes)
+            if kept is not None:  # terms asked before, no time range: their sums as that search had them
+                if kept[0] is None:
+                    return self._top_scored(kept[1], limit, flt, owner)
+                return self._top_passing(kept[0], kept[1], limit, flt, owner)
             found = self._bm25_scores(tokens, w_own, w_ctx, avgdl)
             if found is None:
                 return []
             cand, sums = found
             self._last_bm25 = (key, cand, sums)
-        if flt.start is not None or flt.end is not None:
+        if timed:
             rows = self._copy_rows_in_range(flt, len(sums))
             if rows is not None:
                 rows = rows[sums[rows] > 0]
                 return self._top_passing(rows, sums[rows], limit, flt, owner)
         if len(cand) * _DENSE_SHARE >= len(sums):
+            if not timed and self._repeated.asked_before(key, self._changes):
+                self._repeated.put(key, self._changes, None, sums)
             return self._top_scored(sums, limit, flt, owner)
-        return self._top_passing(cand, sums[cand], limit, flt, owner)
+        scores = sums[cand]
+        if not timed and self._repeated.asked_before(key, self._changes):
+            self._repeated.put(key, self._changes, cand, scores)
+        return self._top_passing(cand, scores, limit, flt, owner)
 
     def _copy_rows_in_range(self, flt: SearchFilter, rows: int) -> npt.NDArray[np.int64] | None:
         """Every slot below ``rows`` that may be inside ``flt``'s time range, from the time-ordered copy (every slot

@@ -34,12 +34,20 @@ import numpy.typing as npt
 
 from memroute.stores.vector_file import VectorFile
 
-FIRST_K = 256
-"""Rows rescored exactly at first (at least 4 x limit); fourfold more while the bound does not hold."""
+FIRST_K = 64
+"""Rows rescored exactly at first (at least 4 x limit); fourfold more while the bound does not hold. At 1M rows the
+bound held at the first rescoring in each of 500 searches at limit 15 (100 of the bench's queries in the last month and
+a week, 100 others in three other ranges: a day to two months), and reading 64 rows instead of 256 took 0.3-0.7 ms off
+each (docs/benchmarks.md, "branch sq17")."""
+OVERHEAD_ROWS = 256
+"""What a search through the copy costs beyond its rows' share, in rows read with ``pread`` (its maps, the weights,
+the first rescoring): a range whose rows that pass number less than its rows / ``ROW_COST`` + this is scored one by
+one. Kept at the first rescoring's former size when that went down to 64 rows: at 100k rows a day's range (~130 rows)
+then went through the copy, and the p95 of those searches rose from ~0.5 to ~0.8 ms."""
 ROW_COST = 8
 """A row read with ``pread`` and scored exactly costs about eight rows of the copy read in a slice and scored
-approximately (~2 µs against ~0.25 µs, 512-d): the copy is used when the slice's rows / 8 plus the first rescoring
-cost fewer row reads than the rows the filter leaves."""
+approximately (~2 µs against ~0.25 µs, 512-d): the copy is used when the slice's rows / 8 plus ``OVERHEAD_ROWS`` cost
+fewer row reads than the rows the filter leaves."""
 _WEIGHT_UNITS = 65535
 """A weight's magnitude in whole units (16 bits: a high and a low byte)."""
 _CHUNK = 65_536
