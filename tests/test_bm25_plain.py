@@ -273,3 +273,57 @@ def test_bm25_kept_term_sets_are_evicted_beyond_their_room(monkeypatch: pytest.M
                 assert (frozenset(sets[2]), *WEIGHTS, index._changes) not in kept
             was_kept += len(kept)
     assert was_kept
+
+
+@pytest.mark.parametrize(("w_own", "w_ctx"), [(1.0, 0.5), (1.0, 0.0), (0.7, 0.3), (2.0, 1.0)])
+def test_posting_scores_are_bit_for_bit_the_formulas(w_own: float, w_ctx: float) -> None:
+    """The index computes a term's posting scores with fewer new arrays (:func:`bm25.weighted_frequencies`,
+    :func:`bm25.impacts`); they must be the very float32 numbers of the expressions they replace, or a ranking
+    could change between versions (checked: scaling by ``idf * (k1 + 1)`` at once changes most of them)."""
+    rng = np.random.default_rng(7)
+    own = rng.integers(0, 7, 50_000).astype(np.float32)
+    ctx = rng.integers(0, 4, 50_000).astype(np.float32)
+    dl = w_own * rng.integers(1, 300, 50_000).astype(np.float32) + w_ctx * rng.integers(0, 90, 50_000).astype(
+        np.float32)
+    norm = bm25.length_norm(dl, 41.37)
+    tf = bm25.weighted_frequencies(own, ctx, w_own, w_ctx)
+    want_tf = w_own * own + w_ctx * ctx
+    assert tf.dtype == want_tf.dtype == np.float32
+    assert tf.tobytes() == want_tf.tobytes()
+    for df in (1, 77, 30_000, 999_999):
+        term_idf = bm25.idf(1_000_000, df)
+        got = bm25.impacts(term_idf, tf, norm.copy())
+        want = bm25.normed_term_score(term_idf, want_tf, norm)
+        assert got.dtype == want.dtype == np.float32
+        assert got.tobytes() == want.tobytes()
+
+
+def test_bm25_threads_computing_at_once_get_the_scores_of_one_thread() -> None:
+    """Each search sums its posting scores in its thread's own buffer: threads each computing new term sets at once
+    get, bit for bit, what one thread gets from an index built the same way."""
+    import threading
+
+    def build() -> MemoryIndex:
+        index = MemoryIndex(4)
+        for r, (owner, session, own, ctx) in enumerate(corpus(3000, 6), start=1):
+            index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
+                      np.ones(4, dtype=np.float32) / 2, own, ctx)
+        return index
+
+    alone, shared = build(), build()
+    queries = [[f"r{k}", f"r{k + 1}", "c0", f"c{k % 4}", f"w{k % 13}", f"w{k % 7 + 20}"][: 2 + k % 5]
+               for k in range(300)]
+    want = [alone.search_bm25(q, SearchFilter(owner="o2"), 20, WEIGHTS) for q in queries]
+    got: dict[int, list[object]] = {}
+
+    def run(t: int) -> None:
+        got[t] = [shared.search_bm25(q, SearchFilter(owner="o2"), 20, WEIGHTS) for q in queries[t::6]]
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(1 for w in want if w) >= 200  # most find rows
+    for t, lists in got.items():
+        assert lists == want[t::6]

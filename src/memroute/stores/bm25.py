@@ -38,3 +38,28 @@ def length_norm(dl: T, avgdl: float) -> T:
 def normed_term_score(term_idf: float, tf: T, norm: T) -> T:
     """:func:`term_score` from the document's :func:`length_norm`."""
     return term_idf * tf * (K1 + 1) / (tf + norm)
+
+
+def weighted_frequencies(own: npt.NDArray[np.float32], ctx: npt.NDArray[np.float32], w_own: float,
+                         w_ctx: float) -> npt.NDArray[np.float32]:
+    """``w_own * own + w_ctx * ctx`` of float32 frequencies, bit for bit as numpy evaluates that expression (each
+    weight rounded to float32 as a Python float is), into one new array instead of three: the sum's operands are
+    swapped (IEEE 754 addition is commutative) and a weight of 1 is not multiplied (``x * 1 == x`` exactly)."""
+    tf: npt.NDArray[np.float32] = ctx * np.float32(w_ctx)
+    if w_own == 1.0:
+        np.add(own, tf, out=tf)
+    else:
+        tf += own * np.float32(w_own)
+    return tf
+
+
+def impacts(term_idf: float, tf: npt.NDArray[np.float32], norm: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """:func:`normed_term_score` of float32 arrays, bit for bit (the same float32 operations in the same order, an
+    addition's operands swapped, which IEEE 754 leaves exact), into one new array instead of four; ``norm`` is
+    overwritten (with ``tf + norm``). A long message's first BM25 search at 1M rows computes this for ~300k postings,
+    and each new array is fresh pages to write (docs/benchmarks.md, branch bm1)."""
+    norm += tf
+    score: npt.NDArray[np.float32] = tf * np.float32(term_idf)
+    score *= np.float32(K1 + 1)
+    score /= norm
+    return score
