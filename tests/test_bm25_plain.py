@@ -79,13 +79,24 @@ def plain_bm25(rows: dict[int, tuple[str, str, list[str], list[str]]], terms: li
     return out[:limit]
 
 
+def put(index: MemoryIndex, r: int, row: tuple[str, str, list[str], list[str]]) -> None:
+    """Row ``r`` of a :func:`corpus` into the index (a constant vector: only BM25 is read here)."""
+    owner, session, own, ctx = row
+    index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
+              np.ones(4, dtype=np.float32) / 2, own, ctx)
+
+
+def filled(rows: dict[int, tuple[str, str, list[str], list[str]]]) -> MemoryIndex:
+    index = MemoryIndex(4)
+    for r, row in rows.items():
+        put(index, r, row)
+    return index
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_bm25_ranks_as_a_plain_bm25(seed: int) -> None:
     rows = dict(enumerate(corpus(3000, seed), start=1))
-    index = MemoryIndex(4)
-    for r, (owner, session, own, ctx) in rows.items():
-        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
-                  np.ones(4, dtype=np.float32) / 2, own, ctx)
+    index = filled(rows)
     for r in range(5, 3000, 11):  # some deleted rows: not counted in df, N or the average length
         index.remove(r)
         del rows[r]
@@ -108,14 +119,7 @@ def test_bm25_stays_plain_while_rows_come_and_go() -> None:
     would change them). An owner with few rows among the best makes the filter look past them (the best rows are
     filtered first)."""
     rows = dict(enumerate(corpus(2000, 3), start=1))
-    index = MemoryIndex(4)
-
-    def put(r: int, row: tuple[str, str, list[str], list[str]]) -> None:
-        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=row[0], text="x", session_id=row[1])),
-                  np.ones(4, dtype=np.float32) / 2, row[2], row[3])
-
-    for r, row in rows.items():
-        put(r, row)
+    index = filled(rows)
     queries = [["r5", "c0", "c1"], ["c0", "c1", "c2", "c3"], ["w1", "c0", "r300"], ["c2"]]
 
     def check() -> None:
@@ -131,14 +135,14 @@ def test_bm25_stays_plain_while_rows_come_and_go() -> None:
     for r, row in enumerate(more, start=2001):  # longer rows: the average length moves
         row = (row[0], row[1], row[2] * 3, row[3])
         rows[r] = row
-        put(r, row)
+        put(index, r, row)
     check()
     for r in (7, 8, 2001):
         index.remove(r)
         del rows[r]
     check()
     rows[9] = ("o0", "s3", ["r5", "r5", "c0"], [])  # put again: a new slot, the old one deleted
-    put(9, rows[9])
+    put(index, 9, rows[9])
     check()
     assert index.search_bm25(["c0"], SearchFilter(owner="nobody"), 5, WEIGHTS) == []
     assert index.search_bm25(["c0", "c1"], SearchFilter(owner="o0", session_id="none"), 5, WEIGHTS) == []
@@ -149,10 +153,7 @@ def test_bm25_searches_at_once_from_several_threads() -> None:
     array of its own: threads searching at once get what one thread gets."""
     import threading
 
-    index = MemoryIndex(4)
-    for r, (owner, session, own, ctx) in enumerate(corpus(3000, 5), start=1):
-        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
-                  np.ones(4, dtype=np.float32) / 2, own, ctx)
+    index = filled(dict(enumerate(corpus(3000, 5), start=1)))
     queries = [[f"r{k}", "c0", f"c{k % 4}", f"w{k % 9}"] for k in range(60)]
     want = [index.search_bm25(q, SearchFilter(owner="o1"), 10, WEIGHTS) for q in queries]
     got: dict[int, list[object]] = {}
@@ -202,14 +203,7 @@ def test_bm25_terms_asked_again_are_answered_from_their_kept_sums_until_a_change
     be the plain ones of the new rows). Other terms are searched between them (the last search's sums are kept
     anyway)."""
     rows = dict(enumerate(corpus(2000, 7), start=1))
-    index = MemoryIndex(4)
-
-    def put(r: int, row: tuple[str, str, list[str], list[str]]) -> None:
-        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=row[0], text="x", session_id=row[1])),
-                  np.ones(4, dtype=np.float32) / 2, row[2], row[3])
-
-    for r, row in rows.items():
-        put(r, row)
+    index = filled(rows)
     terms = ["r5", "w1", "w2", "w7", "c2"]
     computed = 0
     scores = index._bm25_scores
@@ -235,7 +229,7 @@ def test_bm25_terms_asked_again_are_answered_from_their_kept_sums_until_a_change
         index.remove(r)
         del rows[r]
     rows[2001] = ("o1", "s3", ["r5", "w1", "w1", "c2"], [])
-    put(2001, rows[2001])
+    put(index, 2001, rows[2001])
     for owner, session, limit in (("o1", "s3", 40), ("o0", None, 5), ("o1", "s3", 40)):
         check(owner, session, limit)
     assert computed == 4
@@ -245,10 +239,7 @@ def test_bm25_kept_term_sets_are_evicted_beyond_their_room(monkeypatch: pytest.M
     """Room for one kept set: two sets asked in turn evict each other and are computed again, with the plain
     answers; a set larger than the room is never kept."""
     rows = dict(enumerate(corpus(1500, 8), start=1))
-    index = MemoryIndex(4)
-    for r, (owner, session, own, ctx) in rows.items():
-        index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
-                  np.ones(4, dtype=np.float32) / 2, own, ctx)
+    index = filled(rows)
     sets = [["r5", "w3", "w9"], ["r9", "w2", "w5"], ["c0", "c1", "c2", "c3"]]
     sizes = []
     for terms in sets:  # what each set keeps, by the path its search takes here
@@ -303,14 +294,8 @@ def test_bm25_threads_computing_at_once_get_the_scores_of_one_thread() -> None:
     get, bit for bit, what one thread gets from an index built the same way."""
     import threading
 
-    def build() -> MemoryIndex:
-        index = MemoryIndex(4)
-        for r, (owner, session, own, ctx) in enumerate(corpus(3000, 6), start=1):
-            index.put(r, RowMeta.of(MemoryItem(id=f"m{r}", owner=owner, text="x", session_id=session)),
-                      np.ones(4, dtype=np.float32) / 2, own, ctx)
-        return index
-
-    alone, shared = build(), build()
+    rows = dict(enumerate(corpus(3000, 6), start=1))
+    alone, shared = filled(rows), filled(rows)
     queries = [[f"r{k}", f"r{k + 1}", "c0", f"c{k % 4}", f"w{k % 13}", f"w{k % 7 + 20}"][: 2 + k % 5]
                for k in range(300)]
     want = [alone.search_bm25(q, SearchFilter(owner="o2"), 20, WEIGHTS) for q in queries]

@@ -185,3 +185,17 @@ def test_old_memories_are_recalled_unless_a_window_is_asked_for(memory: Memory) 
     assert [m.memory.id for m in found.memories][:1] == [item.id]
     windowed = memory.recall("where did I move to?", now=now, options=RecallOptions(window_days=365))
     assert item.id not in [m.memory.id for m in windowed.memories]
+
+
+@pytest.mark.parametrize("text", ["先週のあれどうなった？", "What about the Atlas budget review?", "지난주 부산 출장"])
+def test_searches_in_threads_give_the_same_recall(memory: Memory, text: str) -> None:
+    """``RecallOptions(parallel=True)`` (off by default: it does not pay on SQLite, docs/benchmarks.md "branch
+    par1") runs the same searches in a thread pool: the same lists, memories and scores as in turn."""
+    _seed(memory)
+    recent = [{"role": "user", "text": "プロジェクトXの締切が心配です"}]
+    turn = memory.recall(text, recent_messages=recent, now=NOW)
+    threads = memory.recall(text, recent_messages=recent, now=NOW, options=RecallOptions(parallel=True))
+    assert len(turn.trace.searches) > 1
+    assert [(s.name, s.hits) for s in threads.trace.searches] == [(s.name, s.hits) for s in turn.trace.searches]
+    assert [(m.memory.id, m.score, m.scores) for m in threads.memories] == [
+        (m.memory.id, m.score, m.scores) for m in turn.memories]

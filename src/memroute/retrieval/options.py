@@ -91,8 +91,8 @@ class RecallOptions:
     decay: bool = True
     """Apply the strategy's time decay."""
     parallel: bool = False
-    """Run the searches in threads. Off by default: on 2 cores the searches are ~1 ms each and threads
-    cost more than they save (see docs/benchmarks.md)."""
+    """Run the searches in threads. Off by default: on SQLite they still run one at a time (the store's lock),
+    so the threads only add their cost: measured slower at 10k, 100k and 1M memories (docs/benchmarks.md)."""
     session: str | None = None
     """Only memories of this session."""
     kinds: Sequence[MemoryKind | str] | None = None

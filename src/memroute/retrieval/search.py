@@ -5,9 +5,10 @@ query only, whose vector text already carries the recent turns and the resolved 
 KNN is a full pass over the owner's vectors, ~60-100 ms at 1M: one per recall is the budget); with a
 time range (temporal strategy), the same two searches again inside the range, or the newest memories
 of the range when the message has no content words ("what did we talk about last week?"). Each search
-is a weighted list for fusion. On a sync store the searches run in turn by default: each takes about a
-millisecond at 10k memories, less than a thread hand-off costs on 2 cores; ``parallel=True`` runs them in
-a small thread pool (numpy and SQLite release the GIL), for larger stores on idle cores. On an async store
+is a weighted list for fusion. On a sync store the searches run in turn by default; ``parallel=True`` runs
+them in a small thread pool, which on SQLite does not overlap them (the store runs one search at a time under
+its lock) and made recalls slower at 10k, 100k and 1M memories on 2 cores (docs/benchmarks.md, "branch par1":
+BM25's summing into a row array per search is also 2.5-4x slower beside another thread). On an async store
 (PostgreSQL under ``AsyncMemory``) they always run concurrently, each on a connection of the pool.
 """
 
