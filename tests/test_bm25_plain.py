@@ -28,17 +28,22 @@ def impacts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture(autouse=True, params=["as set", "every row's score", "every row's score, by groups",
-                                      "the postings' scores"])
+                                      "the postings' scores", "the postings' own sums"])
 def cut(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test also with the best rows always cut from every row's score (``_top_scored``; its rows at the cut
-    found by a pass over every row, as these small indexes have it, or from their groups), and always from the
-    postings' own scores (``_top_passing``)."""
+    found by a pass over every row, as these small indexes have it, or from their groups), always from the
+    postings' own scores (``_top_passing``) taken from every row's sums, and always from the postings' sums made in
+    the thread's kept buffer without every row's (``_sum_few``)."""
     if request.param.startswith("every row's score"):
         monkeypatch.setattr(memory_index, "_DENSE_SHARE", 10**9)
     if request.param == "every row's score, by groups":
         monkeypatch.setattr(memory_index, "_GROUP_SHARE", 0)
     elif request.param == "the postings' scores":
         monkeypatch.setattr(memory_index, "_DENSE_SHARE", 0)
+        monkeypatch.setattr(memory_index, "_FEW_SHARE", 10**9)
+    elif request.param == "the postings' own sums":
+        monkeypatch.setattr(memory_index, "_DENSE_SHARE", 0)
+        monkeypatch.setattr(memory_index, "_FEW_SHARE", 0)
 
 
 def corpus(n: int, seed: int) -> list[tuple[str, str, list[str], list[str]]]:

@@ -51,6 +51,11 @@ _DENSE_SHARE = 8
 (:meth:`MemoryIndex._top_scored`, passes over every row); fewer postings: from their own scores. At 1M rows the two
 cost the same at ~90-125k postings (the 200 bench queries, load 8.6: 1.2-1.3 ms from every row's score whatever the
 postings, from the postings' own scores 1.2 ms at 50k-100k, 1.8 ms at 100k-150k, 2.7-2.8 ms at 150k-250k)."""
+_FEW_SHARE = 16
+"""A BM25 search whose postings number fewer than a sixteenth of the rows sums them in this thread's kept buffer
+(:func:`_sum_few`), not in a new array of every row's score: at 1M rows below ~60k postings that was 0.14 against
+0.42 ms (p50, under 20k) and 0.55 against 0.66 ms (20k-60k), with no wait for new pages (max 1.1-1.4 against 3.6-4.2
+ms); from 60k to 125k it was slower (1.41 against 1.18 ms; docs/benchmarks.md, branch bm1)."""
 _GROUP_SHARE = 8
 """:meth:`MemoryIndex._top_scored` reads the rows of the groups whose best reaches its cut while they are at most an
 eighth of the rows; more: one pass over every row's score."""
@@ -295,9 +300,9 @@ class MemoryIndex:
         """Counts puts, removes and compactions: what the cached length norms were computed at."""
         self._norms: tuple[tuple[float, float, int], npt.NDArray[np.float32]] | None = None
         self._last_bm25: tuple[tuple[frozenset[str], float, float, int], npt.NDArray[np.intp],
-                               npt.NDArray[np.float64]] | None = None
-        """The last BM25 search's postings' rows and every row's score before the filter, by its terms, weights and
-        ``_changes``."""
+                               npt.NDArray[np.float64], bool] | None = None
+        """The last BM25 search's postings' rows and every row's score before the filter (or, for few postings, each
+        posting's row's score: ``False``), by its terms, weights and ``_changes``."""
         self._impacts = _Impacts()
         self._repeated = _Repeated()
         self._kept_mask: _KeptMask | None = None
@@ -603,7 +608,7 @@ class MemoryIndex:
         timed = flt.start is not None or flt.end is not None
         last = self._last_bm25
         if last is not None and last[0] == key:  # a recall's time search repeats its first query's terms
-            cand, sums = last[1], last[2]
+            cand, sums, every_row = last[1], last[2], last[3]
         else:
             kept = None if timed else self._repeated.get(key, self._changes)
             if kept is not None:  # terms asked before, no time range: their sums as that search had them
@@ -613,8 +618,12 @@ class MemoryIndex:
             found = self._bm25_scores(tokens, w_own, w_ctx, avgdl)
             if found is None:
                 return []
-            cand, sums = found
-            self._last_bm25 = (key, cand, sums)
+            cand, sums, every_row = found
+            self._last_bm25 = (key, cand, sums, every_row)
+        if not every_row:  # few postings, summed without every row's score: cut from theirs (a time range first)
+            if not timed and self._repeated.asked_before(key, self._changes):
+                self._repeated.put(key, self._changes, cand, sums)
+            return self._top_passing(cand, sums, limit, flt, owner)
         if timed:
             rows = self._copy_rows_in_range(flt, len(sums))
             if rows is not None:
@@ -644,9 +653,11 @@ class MemoryIndex:
         return np.concatenate([copy.order[a:b], np.arange(copy.rows, rows)])
 
     def _bm25_scores(self, tokens: Sequence[str], w_own: float, w_ctx: float,
-                     avgdl: float) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
-        """The rows having a term of ``tokens`` (a row of several terms comes several times) and every row's score
-        (0 for a row without one: a term's contribution is positive); ``None`` if no row has one."""
+                     avgdl: float) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], bool] | None:
+        """The rows having a term of ``tokens`` (a row of several terms comes several times), and every row's score
+        (0 for a row without one: a term's contribution is positive; ``True``) or, for fewer postings than a
+        sixteenth of the rows, each posting's row's score (:func:`_sum_few`; ``False``); ``None`` if no row has
+        one."""
         docs = len(self)
         norms = self._length_norms(w_own, w_ctx, avgdl)
         every_posting = self._dead == 0 and w_own > 0 and w_ctx > 0  # no deleted row, no field left out
@@ -679,7 +690,9 @@ class MemoryIndex:
         # a term's slots are distinct: each row's score is its terms' scores added in term order, in float64; the
         # scores go into this thread's buffer (they do not outlive the call), not new pages at every search
         weights = np.concatenate(impacts, out=_weights_buffer(len(cand)))
-        return cand, np.asarray(np.bincount(cand, weights=weights, minlength=self._n), dtype=np.float64)
+        if len(cand) * _FEW_SHARE < self._n and len(cand) * _DENSE_SHARE < self._n:
+            return cand, _sum_few(cand, weights, self._n), False
+        return cand, np.asarray(np.bincount(cand, weights=weights, minlength=self._n), dtype=np.float64), True
 
     def _length_norms(self, w_own: float, w_ctx: float, avgdl: float) -> npt.NDArray[np.float32]:
         """:func:`bm25.length_norm` of every row for these field weights, computed again after a change (at 1M
@@ -853,6 +866,20 @@ def _weights_buffer(n: int) -> npt.NDArray[np.float64]:
     if buf is None or len(buf) < n:
         buf = _scratch.weights = np.empty(max(n, 1 << 16) * 5 // 4, dtype=np.float64)
     return buf[:n]
+
+
+def _sum_few(cand: npt.NDArray[np.intp], weights: npt.NDArray[np.float64], rows: int) -> npt.NDArray[np.float64]:
+    """Each posting's row's score, summed as :func:`np.bincount` sums them (a row's postings added in their order to
+    0.0, in float64: the same bits) in this thread's buffer of every row's score, which is all zero again after."""
+    acc: npt.NDArray[np.float64] | None = getattr(_scratch, "sums", None)
+    if acc is None or len(acc) < rows:
+        acc = _scratch.sums = np.zeros(rows * 5 // 4 + 1024, dtype=np.float64)
+    try:
+        np.add.at(acc, cand, weights)
+        scores: npt.NDArray[np.float64] = acc[cand]
+    finally:
+        acc[cand] = 0.0  # whatever happened: a later search starts from zeros
+    return scores
 
 
 def _take(matrix: npt.NDArray[np.float32], file: VectorFile | None,
