@@ -165,24 +165,23 @@ class _Repeated:
                 self._kept[key] = kept  # the most recently used, last
             return kept
 
-    def asked_before(self, key: tuple[Any, ...], changes: int) -> bool:
-        """Whether ``key`` was searched before (since the last change); remembers it."""
-        with self._lock:
-            self._now(changes)
-            if key in self._seen:
-                return True
-            if len(self._seen) >= self.SEEN:
-                del self._seen[next(iter(self._seen))]
-            self._seen[key] = None
-            return False
+    def _asked_before(self, key: tuple[Any, ...]) -> bool:
+        """Whether ``key`` was searched before (since the last change); remembers it. Under the lock."""
+        if key in self._seen:
+            return True
+        if len(self._seen) >= self.SEEN:
+            del self._seen[next(iter(self._seen))]
+        self._seen[key] = None
+        return False
 
-    def put(self, key: tuple[Any, ...], changes: int, rows: npt.NDArray[np.intp] | None,
-            sums: npt.NDArray[np.float64]) -> None:
+    def offer(self, key: tuple[Any, ...], changes: int, rows: npt.NDArray[np.intp] | None,
+              sums: npt.NDArray[np.float64]) -> None:
+        """A search's ``(rows, sums)`` (as :meth:`get` returns them), kept if ``key`` was searched before."""
         size = self.size((rows, sums))
-        if size > self.KEEP_BYTES:
-            return
         with self._lock:
             self._now(changes)
+            if not self._asked_before(key) or size > self.KEEP_BYTES:
+                return
             old = self._kept.pop(key, None)
             self._held -= 0 if old is None else self.size(old)
             while self._kept and self._held + size > self.KEEP_BYTES:
@@ -621,8 +620,8 @@ class MemoryIndex:
             cand, sums, every_row = found
             self._last_bm25 = (key, cand, sums, every_row)
         if not every_row:  # few postings, summed without every row's score: cut from theirs (a time range first)
-            if not timed and self._repeated.asked_before(key, self._changes):
-                self._repeated.put(key, self._changes, cand, sums)
+            if not timed:
+                self._repeated.offer(key, self._changes, cand, sums)
             return self._top_passing(cand, sums, limit, flt, owner)
         if timed:
             rows = self._copy_rows_in_range(flt, len(sums))
@@ -630,12 +629,12 @@ class MemoryIndex:
                 rows = rows[sums[rows] > 0]
                 return self._top_passing(rows, sums[rows], limit, flt, owner)
         if len(cand) * _DENSE_SHARE >= len(sums):
-            if not timed and self._repeated.asked_before(key, self._changes):
-                self._repeated.put(key, self._changes, None, sums)
+            if not timed:
+                self._repeated.offer(key, self._changes, None, sums)
             return self._top_scored(sums, limit, flt, owner)
         scores = sums[cand]
-        if not timed and self._repeated.asked_before(key, self._changes):
-            self._repeated.put(key, self._changes, cand, scores)
+        if not timed:
+            self._repeated.offer(key, self._changes, cand, scores)
         return self._top_passing(cand, scores, limit, flt, owner)
 
     def _copy_rows_in_range(self, flt: SearchFilter, rows: int) -> npt.NDArray[np.int64] | None:
