@@ -8,7 +8,8 @@ tables stay the source of truth: the index is kept up to date from their change 
 saved next to the database (:mod:`memroute.stores.index_files`) so that opening it maps files instead of
 reading every row. From 65,536 rows on, a vector search first scans an 8-bit copy of the vectors and rescores
 the best rows exactly, with a bound that proves the answer equals a full float32 scan
-(:mod:`memroute.stores.quantized`; ~1.6x faster at 1M). A large saved index also has an approximate graph
+(:mod:`memroute.stores.quantized`; ~1.6x faster at 1M); from 8,192 rows an in-memory 8-bit copy does the same
+with faiss's kernel rescoring (its scores' bits). A large saved index also has an approximate graph
 (:mod:`memroute.stores.ann`) whose candidates are rescored exactly.
 
 BM25 is :mod:`memroute.stores.bm25` (Okapi, two weighted fields). N, n and the average length are taken
@@ -306,6 +307,7 @@ class MemoryIndex:
         self._repeated = _Repeated()
         self._kept_mask: _KeptMask | None = None
         self._quantized = quantized.QuantizedCopy(dimension)
+        self._bytes = quantized.ByteCopy(dimension)
         self._graph: AnnGraph | None = None
         self._file: VectorFile | None = None
         self._time: TimeCopy | None = None
@@ -470,6 +472,7 @@ class MemoryIndex:
         self._dead = 0
         self._changes += 1
         self._quantized.reset()
+        self._bytes.reset()
 
     # ---------------------------------------------------------------------------------------- reading
     def search_vector(self, query: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
@@ -501,6 +504,8 @@ class MemoryIndex:
                 return found
         if self._n >= quantized.MIN_ROWS:
             return self._search_quantized(query, allowed, limit)
+        if self._n >= quantized.BYTES_MIN_ROWS:
+            return self._search_bytes(query, allowed, qualifying, limit)
         # below quantized.MIN_ROWS the whole matrix is scanned through its mapping (at most 65,536 rows, 128 MB
         # at 512-d, resident once read): reading it with pread would copy it at every search
         matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
@@ -568,6 +573,34 @@ class MemoryIndex:
         slots, scores = copy.search(query, a, b, keep, limit, lambda s: self._scores(s, query),
                                     (tail, self._scores(tail, query)))
         return self._top(slots, scores, limit)
+
+    def _search_bytes(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], qualifying: int,
+                      limit: int) -> list[ScoredId]:
+        """Exact top ``limit`` through the in-memory 8-bit copy (:class:`quantized.ByteCopy`): the best rows by
+        approximate score are rescored by faiss's inner product (a row's score is the same bits whichever rows it is
+        scanned with, so the answers are the full scan's, scores included), and a bound proves that no row left out
+        could be in the exact top ``limit``; else fourfold more rows are rescored."""
+        self._bytes.sync(self._vector_range, self._n)
+        approx = self._bytes.approximate(query)
+        slots = None if qualifying == self._n else np.flatnonzero(allowed)
+        if slots is not None:
+            approx = approx[slots]
+        bound = self._bytes.bound(query)
+        matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
+        total = len(approx)
+        k = min(total, max(quantized.BYTES_FIRST_K, 4 * limit))
+        limit_openmp_here()
+        while True:
+            best = np.argpartition(approx, total - k)[total - k :] if k < total else np.arange(total)
+            cand = np.sort(best) if slots is None else slots[np.sort(best)]
+            found_scores, found = faiss.knn(q, np.ascontiguousarray(matrix[cand]), len(cand),
+                                            metric=faiss.METRIC_INNER_PRODUCT)
+            scores = np.empty(len(cand), dtype=np.float32)
+            scores[found[0]] = found_scores[0]
+            if k >= total or (len(cand) >= limit
+                              and float(approx[best].min()) + bound < float(np.partition(scores, -limit)[-limit])):
+                return self._top(cand, scores, limit)
+            k = min(total, k * 4)
 
     def _search_quantized(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_],
                           limit: int) -> list[ScoredId]:
