@@ -591,7 +591,7 @@ class MemoryIndex:
         bound = self._bytes.bound(query)
         matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
         total = len(approx)
-        k = min(total, max(quantized.BYTES_FIRST_K, 4 * limit))
+        k = min(total, max(quantized.BYTES_FIRST_K, 2 * limit))
         limit_openmp_here()
         while True:
             best = np.argpartition(approx, total - k)[total - k :] if k < total else np.arange(total)
