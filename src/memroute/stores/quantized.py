@@ -112,6 +112,9 @@ BYTES_FIRST_K = 64
 """Rows rescored at first (at least 2 x limit); fourfold more while the bound does not hold. The 330 vector searches
 of 300 recalls at 10k (limit 50 or 15) needed 51-81 rows for the bound to hold (p50 59)."""
 _BYTES_MARGIN = 0.10
+_BYTES_CHUNK = 2048
+"""Rows quantised at a time: the float32 temporaries of :func:`memroute.stores.time_copy.quantize` are 4 MB (512-d),
+not the whole matrix several times over (+38 MB of peak resident memory at 10k rows)."""
 
 
 class ByteCopy:
@@ -143,7 +146,7 @@ class ByteCopy:
             self.reset()
         if n == self._rows:
             return
-        if self._rows:
+        if self._rows and n - self._rows <= _BYTES_CHUNK:  # rows put since the last search: append them
             new = rows(self._rows, n)
             hi = self._lo + time_copy.STEPS * self._step
             if bool(np.all(new >= self._lo)) and bool(np.all(new <= hi)):
@@ -151,16 +154,18 @@ class ByteCopy:
                 return
         lo = np.full(self.dimension, np.inf, dtype=np.float32)
         hi = np.full(self.dimension, -np.inf, dtype=np.float32)
-        for start in range(0, n, _CHUNK):
-            chunk = rows(start, min(n, start + _CHUNK))
+        for start in range(0, n, _BYTES_CHUNK):
+            chunk = rows(start, min(n, start + _BYTES_CHUNK))
             lo, hi = np.minimum(lo, chunk.min(axis=0)), np.maximum(hi, chunk.max(axis=0))
         pad = np.maximum((hi - lo) * np.float32(_BYTES_MARGIN), np.float32(1e-6))
         self._lo = (lo - pad).astype(np.float32)
         self._step = ((hi + pad - self._lo) / np.float32(time_copy.STEPS)).astype(np.float32)
-        self._codes, self._rows = self._codes[:0], 0
-        for start in range(0, n, _CHUNK):
-            self._append(time_copy.quantize(rows(start, min(n, start + _CHUNK)), self._lo, self._step),
-                         min(n, start + _CHUNK))
+        self._rows = 0
+        if len(self._codes) < n:  # room for the rows and an eighth more, not doubled chunk by chunk
+            self._codes = np.empty((n + n // 8, self.dimension), dtype=np.uint8)
+        for start in range(0, n, _BYTES_CHUNK):
+            self._append(time_copy.quantize(rows(start, min(n, start + _BYTES_CHUNK)), self._lo, self._step),
+                         min(n, start + _BYTES_CHUNK))
 
     def _append(self, codes: npt.NDArray[np.uint8], n: int) -> None:
         if n > len(self._codes):
