@@ -151,3 +151,12 @@ def test_the_measuring_process_reports_its_own_peak_memory_not_its_parents() -> 
     code = "from memroute.eval.measure import peak_rss_mb; print(peak_rss_mb())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert float(held.sum()) > 0 and 10 < float(out) < 250
+
+
+def test_the_bench_names_the_exact_search_each_size_runs() -> None:
+    from memroute.eval.recall_bench import _exact_pass
+    from memroute.stores import quantized
+
+    assert _exact_pass(quantized.BYTES_MIN_ROWS - 1) == "float32 scan (no first pass)"
+    assert _exact_pass(10_000).startswith("in-memory 8-bit scan")
+    assert _exact_pass(quantized.MIN_ROWS).startswith("8-bit scan")

@@ -1,5 +1,6 @@
-"""The filter mask a vector search keeps between searches: the same rows as a mask computed afresh, whatever the
-time of the search (rows expire between two searches), and forgotten when the index changes. A real SQLite store."""
+"""The filter mask a vector search keeps between searches (and BM25 reads): the same rows as a mask computed afresh,
+whatever the time of the search (rows expire between two searches), and forgotten when the index changes. A real SQLite
+store."""
 
 from __future__ import annotations
 
@@ -78,6 +79,11 @@ def test_the_kept_mask_is_the_fresh_mask_at_every_time_and_after_every_change(tm
         want = fresh(index, flt)
         assert np.array_equal(found[0], want) and found[1] == int(want.sum())
         assert [h.id for h in got] == exact(index, q, flt, 10)
+        # BM25 reads the same kept mask (the expiry test applied to its rows when a passing row has expired)
+        terms = [f"w{step % 31}", f"w{step * 7 % 31}"]
+        allow = {index._ids[int(s)] for s in np.flatnonzero(want)}
+        unexpiring = store.search_bm25(terms, dataclasses.replace(flt, include_expired=True), 10**6)
+        assert store.search_bm25(terms, flt, 10) == [h for h in unexpiring if h.id in allow][:10]
         expired_seen += int(np.count_nonzero(fresh(index, SearchFilter(owner=flt.owner, include_expired=True,
                                                                        now=now)) & ~want))
         if step % 10 == 4:  # a new row, a deleted one and a re-put one change the index

@@ -157,3 +157,13 @@ def test_the_sameness_fit_learns_that_close_pairs_are_one_subject() -> None:
     model = fit(pairs)
     assert model.probability(2.5, 0.2, True) > 0.5 > model.probability(0.0, 0.0, False)
     assert leave_one_store_out(pairs) == {"true_links": 12, "false_links": 0, "missed": 0}
+
+
+def test_the_kept_cue_is_the_cue_read_again() -> None:
+    from memroute.retrieval.changes import _has_cue
+
+    texts = ["I moved to Osaka last spring", "I like tea", "もう東京には住んでいない", "이제 서울에 살아요",
+             "Lunch was fine"]
+    for text in texts * 2:  # the second time from the kept cues
+        assert _has_cue(text) == (change_cue(text) is not None)
+    assert _has_cue.cache_info().hits >= len(texts)

@@ -281,3 +281,15 @@ def test_rerank_features_read_each_candidates_lists_session_and_date() -> None:
     assert x[:, col["session_share"]].tolist() == [0.5, 0.5, 0.25, 0.0]
     assert x[:, col["recency"]].tolist() == [0.5, 1.0, 0.0, 0.75]
     assert x[:, col["keyword_overlap"]].tolist() == [1.0, 1.0, 0.0, 1.0]
+
+
+def test_rerank_feature_asks_when_dated_reads_each_text_again_alike() -> None:
+    from memroute.retrieval.rerank import FEATURES, Candidate, features
+    from memroute.types import MemoryItem
+
+    texts = ["We met last week", "The cat sleeps", "先週ランチに行った", "고양이가 자요", "Back in 2019 I moved"]
+    cands = [Candidate(MemoryItem(f"m{i}", "o", t), 1.0 / (i + 1), i, {}, 0.5) for i, t in enumerate(texts)]
+    col = FEATURES.index("asks_when_dated")
+    for _ in range(2):  # the second time from the kept answers
+        assert features(cands, analyze("When did we meet?"), NOW)[:, col].tolist() == [1.0, 0.0, 1.0, 0.0, 1.0]
+        assert features(cands, analyze("Where did we meet?"), NOW)[:, col].tolist() == [0.0] * 5

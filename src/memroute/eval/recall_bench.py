@@ -219,8 +219,11 @@ def _vector_recall(mem: Memory, db: Path, asks: list[str]) -> dict[str, Any]:
 
 
 def _exact_pass(n: int) -> str:
-    return ("8-bit scan with a proven bound, rescored exactly" if n >= quantized.MIN_ROWS
-            else "float32 scan (no first pass)")
+    if n >= quantized.MIN_ROWS:
+        return "8-bit scan with a proven bound, rescored exactly"
+    if n >= quantized.BYTES_MIN_ROWS:
+        return "in-memory 8-bit scan with a proven bound, rescored by faiss's float32 kernel"
+    return "float32 scan (no first pass)"
 
 
 def _brute_force(mem: Memory, qvecs: np.ndarray, k: int) -> list[set[str]]:

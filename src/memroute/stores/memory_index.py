@@ -8,7 +8,8 @@ tables stay the source of truth: the index is kept up to date from their change 
 saved next to the database (:mod:`memroute.stores.index_files`) so that opening it maps files instead of
 reading every row. From 65,536 rows on, a vector search first scans an 8-bit copy of the vectors and rescores
 the best rows exactly, with a bound that proves the answer equals a full float32 scan
-(:mod:`memroute.stores.quantized`; ~1.6x faster at 1M). A large saved index also has an approximate graph
+(:mod:`memroute.stores.quantized`; ~1.6x faster at 1M); from 8,192 rows an in-memory 8-bit copy does the same
+with faiss's kernel rescoring (its scores' bits). A large saved index also has an approximate graph
 (:mod:`memroute.stores.ann`) whose candidates are rescored exactly.
 
 BM25 is :mod:`memroute.stores.bm25` (Okapi, two weighted fields). N, n and the average length are taken
@@ -59,6 +60,9 @@ ms); from 60k to 125k it was slower (1.41 against 1.18 ms; docs/benchmarks.md, b
 _GROUP_SHARE = 8
 """:meth:`MemoryIndex._top_scored` reads the rows of the groups whose best reaches its cut while they are at most an
 eighth of the rows; more: one pass over every row's score."""
+_KEPT_MASKS = 4
+"""Filters whose masks of every row are kept at once (1 MB each at 1M rows): a recall with a time range filters
+with and without it, and its BM25 searches read the same masks as its vector searches (:meth:`MemoryIndex._passing`)."""
 NO_TIME = np.iinfo(np.int64).min
 """``occurred_at`` of a row without one (it matches no time range)."""
 NEVER = np.iinfo(np.int64).max
@@ -192,7 +196,7 @@ class _Repeated:
 
 @dataclass(frozen=True, slots=True)
 class _KeptMask:
-    """The last :meth:`MemoryIndex._allowed` mask without its expiry test, by its filter and the index's changes;
+    """A kept :meth:`MemoryIndex._allowed` mask without its expiry test, by its filter and the index's changes;
     ``soonest``: the earliest ``expires_at`` of the rows it passes."""
 
     key: tuple[Any, ...]
@@ -304,8 +308,9 @@ class MemoryIndex:
         posting's row's score: ``False``), by its terms, weights and ``_changes``."""
         self._impacts = _Impacts()
         self._repeated = _Repeated()
-        self._kept_mask: _KeptMask | None = None
+        self._kept_masks: dict[tuple[Any, ...], _KeptMask] = {}
         self._quantized = quantized.QuantizedCopy(dimension)
+        self._bytes = quantized.ByteCopy(dimension)
         self._graph: AnnGraph | None = None
         self._file: VectorFile | None = None
         self._time: TimeCopy | None = None
@@ -470,6 +475,7 @@ class MemoryIndex:
         self._dead = 0
         self._changes += 1
         self._quantized.reset()
+        self._bytes.reset()
 
     # ---------------------------------------------------------------------------------------- reading
     def search_vector(self, query: npt.NDArray[np.float32], flt: SearchFilter, limit: int,
@@ -501,6 +507,8 @@ class MemoryIndex:
                 return found
         if self._n >= quantized.MIN_ROWS:
             return self._search_quantized(query, allowed, limit)
+        if self._n >= quantized.BYTES_MIN_ROWS:
+            return self._search_bytes(query, allowed, qualifying, limit)
         # below quantized.MIN_ROWS the whole matrix is scanned through its mapping (at most 65,536 rows, 128 MB
         # at 512-d, resident once read): reading it with pread would copy it at every search
         matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
@@ -569,6 +577,34 @@ class MemoryIndex:
                                     (tail, self._scores(tail, query)))
         return self._top(slots, scores, limit)
 
+    def _search_bytes(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_], qualifying: int,
+                      limit: int) -> list[ScoredId]:
+        """Exact top ``limit`` through the in-memory 8-bit copy (:class:`quantized.ByteCopy`): the best rows by
+        approximate score are rescored by faiss's inner product (a row's score is the same bits whichever rows it is
+        scanned with, so the answers are the full scan's, scores included), and a bound proves that no row left out
+        could be in the exact top ``limit``; else fourfold more rows are rescored."""
+        self._bytes.sync(self._vector_range, self._n)
+        approx = self._bytes.approximate(query)
+        slots = None if qualifying == self._n else np.flatnonzero(allowed)
+        if slots is not None:
+            approx = approx[slots]
+        bound = self._bytes.bound(query)
+        matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
+        total = len(approx)
+        k = min(total, max(quantized.BYTES_FIRST_K, 2 * limit))
+        limit_openmp_here()
+        while True:
+            best = np.argpartition(approx, total - k)[total - k :] if k < total else np.arange(total)
+            cand = np.sort(best) if slots is None else slots[np.sort(best)]
+            found_scores, found = faiss.knn(q, np.ascontiguousarray(matrix[cand]), len(cand),
+                                            metric=faiss.METRIC_INNER_PRODUCT)
+            scores = np.empty(len(cand), dtype=np.float32)
+            scores[found[0]] = found_scores[0]
+            if k >= total or (len(cand) >= limit
+                              and float(approx[best].min()) + bound < float(np.partition(scores, -limit)[-limit])):
+                return self._top(cand, scores, limit)
+            k = min(total, k * 4)
+
     def _search_quantized(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_],
                           limit: int) -> list[ScoredId]:
         """Exact top ``limit`` through the 8-bit first pass (see :mod:`memroute.stores.quantized`)."""
@@ -612,8 +648,8 @@ class MemoryIndex:
             kept = None if timed else self._repeated.get(key, self._changes)
             if kept is not None:  # terms asked before, no time range: their sums as that search had them
                 if kept[0] is None:
-                    return self._top_scored(kept[1], limit, flt, owner)
-                return self._top_passing(kept[0], kept[1], limit, flt, owner)
+                    return self._top_scored(kept[1], limit, flt)
+                return self._top_passing(kept[0], kept[1], limit, flt)
             found = self._bm25_scores(tokens, w_own, w_ctx, avgdl)
             if found is None:
                 return []
@@ -622,20 +658,20 @@ class MemoryIndex:
         if not every_row:  # few postings, summed without every row's score: cut from theirs (a time range first)
             if not timed:
                 self._repeated.offer(key, self._changes, cand, sums)
-            return self._top_passing(cand, sums, limit, flt, owner)
+            return self._top_passing(cand, sums, limit, flt)
         if timed:
             rows = self._copy_rows_in_range(flt, len(sums))
             if rows is not None:
                 rows = rows[sums[rows] > 0]
-                return self._top_passing(rows, sums[rows], limit, flt, owner)
+                return self._top_passing(rows, sums[rows], limit, flt)
         if len(cand) * _DENSE_SHARE >= len(sums):
             if not timed:
                 self._repeated.offer(key, self._changes, None, sums)
-            return self._top_scored(sums, limit, flt, owner)
+            return self._top_scored(sums, limit, flt)
         scores = sums[cand]
         if not timed:
             self._repeated.offer(key, self._changes, cand, scores)
-        return self._top_passing(cand, scores, limit, flt, owner)
+        return self._top_passing(cand, scores, limit, flt)
 
     def _copy_rows_in_range(self, flt: SearchFilter, rows: int) -> npt.NDArray[np.int64] | None:
         """Every slot below ``rows`` that may be inside ``flt``'s time range, from the time-ordered copy (every slot
@@ -702,8 +738,7 @@ class MemoryIndex:
             self._norms = (key, bm25.length_norm(dl, avgdl))
         return self._norms[1]
 
-    def _top_scored(self, sums: npt.NDArray[np.float64], limit: int, flt: SearchFilter,
-                    owner: int) -> list[ScoredId]:
+    def _top_scored(self, sums: npt.NDArray[np.float64], limit: int, flt: SearchFilter) -> list[ScoredId]:
         """:meth:`_top` of the rows that pass ``flt`` from every row's score (``sums``, 0: no term), without reading
         the score of every row that has one: at 1M rows a long query's 460k postings are 300k rows, and gathering
         each posting's score from the 8 MB of sums (a cache miss each, 5.2 ms) then partitioning them (1.7 ms) was
@@ -716,7 +751,7 @@ class MemoryIndex:
         time-ordered copy instead, when the index has one)."""
         if flt.start is not None or flt.end is not None:
             rows = np.flatnonzero((sums > 0) & self._in_time(slice(0, len(sums)), flt))
-            return self._top_passing(rows, sums[rows], limit, flt, owner)
+            return self._top_passing(rows, sums[rows], limit, flt)
         whole = len(sums) - len(sums) % _BLOCK_ROWS
         # group j: the rows j, j + g, j + 2g, ... (g = whole / 64): any 64 distinct rows a group will do, and the
         # maximum of 64 contiguous rows of g is one vectorised pass (a maximum over each run of 64 took 4x longer)
@@ -737,14 +772,14 @@ class MemoryIndex:
                 rows = rows[sums[rows] >= tau]
             else:
                 rows = np.flatnonzero(sums >= tau) if tau > 0 else np.flatnonzero(sums > 0)
-            keep = self._mask(rows, flt) & (self._owner[rows] == owner)
+            keep = self._passing(rows, flt)
             passed = int(np.count_nonzero(keep))
             if passed >= limit or tau <= 0:
                 return self._top(rows[keep], sums[rows[keep]], limit)
             m = len(blocks) if passed == 0 else max(4 * m, 2 * m * limit // passed)
 
     def _top_passing(self, slots: npt.NDArray[np.integer], scores: npt.NDArray[np.float64], limit: int,
-                     flt: SearchFilter, owner: int) -> list[ScoredId]:
+                     flt: SearchFilter) -> list[ScoredId]:
         """:meth:`_top` of the rows that pass ``flt``, filtering the best rows first: the rows scoring at least
         the ``m``-th best score hold every row above it, so if ``limit`` of them pass, no row below can enter
         the answer (ties with the last one included: they score the same, so they are among them). Else ``m``
@@ -765,7 +800,7 @@ class MemoryIndex:
                 best = np.arange(len(slots))
             rows, first = np.unique(slots[best], return_index=True)
             rows = rows.astype(np.int64)
-            keep = self._mask(rows, flt) & (self._owner[rows] == owner)
+            keep = self._passing(rows, flt)
             passed = int(np.count_nonzero(keep))
             if passed >= limit or len(best) == len(slots):
                 return self._top(rows[keep], scores[best[first]][keep], limit)
@@ -795,23 +830,49 @@ class MemoryIndex:
         until the index changes: the five column passes over 1M rows were ~2 ms of every vector search, for the
         same mask each time. The kept mask leaves out the expiry test and remembers the soonest expiry of the rows
         it passes: while ``flt.now`` is before it, no passing row has expired, so the mask is the answer as is."""
+        kept = self._kept(flt)
+        if kept is None:
+            return None
+        if flt.include_expired or flt.now is None or to_micros(flt.now) < kept.soonest:
+            return kept.mask, kept.passing
+        allowed: npt.NDArray[np.bool_] = kept.mask & (self._expires[: self._n] > to_micros(flt.now))
+        return allowed, int(np.count_nonzero(allowed))
+
+    def _kept(self, flt: SearchFilter) -> _KeptMask | None:
+        """The kept mask of :meth:`_allowed` (``flt`` without its expiry test), made if the index or the filter
+        changed since; ``None`` for an unknown owner."""
         owner = self._codes.get("o:" + flt.owner)
         if owner is None:
             return None
         unexpiring = replace(flt, include_expired=True, now=None)  # the filter without its expiry test
+        masks = self._kept_masks
+        if masks and next(iter(masks))[0] != self._changes:
+            masks.clear()  # the index changed: every mask is stale
         key = (self._changes, unexpiring)
-        kept = self._kept_mask
-        if kept is None or kept.key != key:
+        kept = masks.get(key)
+        if kept is None:
             every = slice(0, self._n)
             mask = self._mask(every, unexpiring) & (self._owner[every] == owner)
             soonest = int(np.min(np.where(mask, self._expires[every], NEVER), initial=NEVER))
             mask.flags.writeable = False
             kept = _KeptMask(key, mask, int(np.count_nonzero(mask)), soonest)
-            self._kept_mask = kept
-        if flt.include_expired or flt.now is None or to_micros(flt.now) < kept.soonest:
-            return kept.mask, kept.passing
-        allowed: npt.NDArray[np.bool_] = kept.mask & (self._expires[: self._n] > to_micros(flt.now))
-        return allowed, int(np.count_nonzero(allowed))
+            if len(masks) >= _KEPT_MASKS:
+                del masks[next(iter(masks))]  # the oldest made
+            masks[key] = kept
+        return kept
+
+    def _passing(self, rows: npt.NDArray[np.integer], flt: SearchFilter) -> npt.NDArray[np.bool_]:
+        """Which of ``rows`` pass ``flt``, its owner included, its time range not (the caller applied it): one
+        gather from the kept mask of every row for the filter without its range (:meth:`_kept`; the recall's vector
+        search uses the same), against the filter columns' seven gathers and compares (~0.1 ms a recall at 10k)."""
+        kept = self._kept(replace(flt, start=None, end=None) if flt.start is not None or flt.end is not None
+                          else flt)
+        if kept is None:
+            return np.zeros(len(rows), dtype=bool)
+        keep: npt.NDArray[np.bool_] = kept.mask[rows]
+        if not flt.include_expired and flt.now is not None and to_micros(flt.now) >= kept.soonest:
+            keep &= self._expires[rows] > to_micros(flt.now)
+        return keep
 
     def _top(self, slots: npt.NDArray[np.integer], scores: npt.NDArray[np.floating], limit: int) -> list[ScoredId]:
         if slots.size == 0:

@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import faiss
+import numkong
 import numpy as np
 import numpy.typing as npt
 
 from memroute.runtime import limit_openmp_here
+from memroute.stores import time_copy
 
 MIN_ROWS = 65_536
 """Below this the float32 scan is fast enough (a few ms) and the copy is not kept. At 100k rows the
@@ -99,3 +101,86 @@ class QuantizedCopy:
         limit_openmp_here()
         scores, found = self._index.search(np.ascontiguousarray(query[None, :], dtype=np.float32), k)
         return scores[0], found[0]
+
+
+BYTES_MIN_ROWS = 8192
+"""From this many rows up to :data:`MIN_ROWS` an exact scan first reads the in-memory 8-bit copy
+(:class:`ByteCopy`, a quarter of the matrix's bytes) and rescores its best rows with faiss's own kernel. At 10k rows
+(20 MB of float32) faiss's scan took 1.1-2.1 ms of a recall's CPU, the copy and the rescoring 0.9-1.4 ms
+(docs/benchmarks.md, branch cost3); below, the float32 matrix is small enough to stay in the caches."""
+BYTES_FIRST_K = 64
+"""Rows rescored at first (at least 2 x limit); fourfold more while the bound does not hold. The 330 vector searches
+of 300 recalls at 10k (limit 50 or 15) needed 51-81 rows for the bound to hold (p50 59)."""
+_BYTES_MARGIN = 0.10
+_BYTES_CHUNK = 2048
+"""Rows quantised at a time: the float32 temporaries of :func:`memroute.stores.time_copy.quantize` are 4 MB (512-d),
+not the whole matrix several times over (+38 MB of peak resident memory at 10k rows)."""
+
+
+class ByteCopy:
+    """An 8-bit copy of rows ``[0, n)`` of an index's matrix in memory, each component on a grid of its own range
+    (:func:`memroute.stores.time_copy.quantize`) widened by a tenth, appended to before each search. A row put
+    later outside the grid makes it rebuild over the new range, so the bound of
+    :func:`memroute.stores.time_copy.bound` always holds; its scores are the integer products of
+    :func:`memroute.stores.time_copy.integer_weights` (numkong's unsigned 8-bit kernel)."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self._codes = np.zeros((0, dimension), dtype=np.uint8)
+        self._rows = 0
+        self._lo = np.zeros(dimension, dtype=np.float32)
+        self._step = np.ones(dimension, dtype=np.float32)
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def reset(self) -> None:
+        """Forget every row (the matrix was compacted: rows moved)."""
+        self._codes, self._rows = self._codes[:0], 0
+
+    def sync(self, rows: Callable[[int, int], npt.NDArray[np.float32]], n: int) -> None:
+        """Make the copy hold the index's rows ``[0, n)``, read by ``rows(start, stop)``; rows below ``self.rows``
+        must not have changed (a put takes a new slot)."""
+        if n < self._rows:
+            self.reset()
+        if n == self._rows:
+            return
+        if self._rows and n - self._rows <= _BYTES_CHUNK:  # rows put since the last search: append them
+            new = rows(self._rows, n)
+            hi = self._lo + time_copy.STEPS * self._step
+            if bool(np.all(new >= self._lo)) and bool(np.all(new <= hi)):
+                self._append(time_copy.quantize(new, self._lo, self._step), n)
+                return
+        lo = np.full(self.dimension, np.inf, dtype=np.float32)
+        hi = np.full(self.dimension, -np.inf, dtype=np.float32)
+        for start in range(0, n, _BYTES_CHUNK):
+            chunk = rows(start, min(n, start + _BYTES_CHUNK))
+            lo, hi = np.minimum(lo, chunk.min(axis=0)), np.maximum(hi, chunk.max(axis=0))
+        pad = np.maximum((hi - lo) * np.float32(_BYTES_MARGIN), np.float32(1e-6))
+        self._lo = (lo - pad).astype(np.float32)
+        self._step = ((hi + pad - self._lo) / np.float32(time_copy.STEPS)).astype(np.float32)
+        self._rows = 0
+        if len(self._codes) < n:  # room for the rows and an eighth more, not doubled chunk by chunk
+            self._codes = np.empty((n + n // 8, self.dimension), dtype=np.uint8)
+        for start in range(0, n, _BYTES_CHUNK):
+            self._append(time_copy.quantize(rows(start, min(n, start + _BYTES_CHUNK)), self._lo, self._step),
+                         min(n, start + _BYTES_CHUNK))
+
+    def _append(self, codes: npt.NDArray[np.uint8], n: int) -> None:
+        if n > len(self._codes):
+            grown = np.empty((max(n, len(self._codes) * 2, 1024), self.dimension), dtype=np.uint8)
+            grown[: self._rows] = self._codes[: self._rows]
+            self._codes = grown
+        self._codes[self._rows : n] = codes
+        self._rows = n
+
+    def bound(self, query: npt.NDArray[np.float32]) -> float:
+        """The most an approximate score can differ from the exact one."""
+        return time_copy.bound(query, self._lo, self._step)
+
+    def approximate(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+        """Approximate scores of rows ``[0, rows)``."""
+        packed, unit = time_copy.integer_weights(query, self._step)
+        sums = np.asarray(numkong.dots_packed(self._codes[: self._rows], packed))
+        return time_copy.approximate_scores(sums, unit, query, self._lo)

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numkong
 import numpy as np
@@ -51,7 +52,7 @@ fewer row reads than the rows the filter leaves."""
 _WEIGHT_UNITS = 65535
 """A weight's magnitude in whole units (16 bits: a high and a low byte)."""
 _CHUNK = 65_536
-_STEPS = 255
+STEPS = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +74,8 @@ class TimeCopy:
         return a, max(a, b)
 
     def bound(self, query: npt.NDArray[np.float32]) -> float:
-        """The most an approximate score can differ from the exact one: half a step per component, the weights'
-        rounding to integers (half a weight unit per component, times at most 255 a code), and the float32 rounding
-        of the exact sum and of the grid (``d`` terms each, at most ``|q_i| max(|lo_i|, |hi_i|)``)."""
-        q = np.abs(query.astype(np.float64))
-        largest = np.maximum(np.abs(self.lo), np.abs(self.lo + _STEPS * self.step.astype(np.float64)))
-        rounding = 4 * len(q) * 2.0**-24 * float(q @ largest)
-        weights = _unit(query, self.step) * _STEPS * len(q) / 2.0
-        return float(q @ self.step) / 2.0 + weights + rounding + 1e-6
+        """The most an approximate score can differ from the exact one (:func:`bound`)."""
+        return bound(query, self.lo, self.step)
 
     def approximate(self, query: npt.NDArray[np.float32], a: int, b: int) -> npt.NDArray[np.float64]:
         """Approximate scores of rows ``[a, b)``, mapped a run at a time (:meth:`VectorFile.each_mapped`):
@@ -89,20 +84,14 @@ class TimeCopy:
         8-bit codes are integers summed exactly by numkong's unsigned 8-bit kernels (``dots_packed``: AVX-512 VNNI
         here): ~1.5 ms for a month of the 1M store (40k rows), against ~5 ms for numpy, which converts each code to
         float32 first."""
-        unit = _unit(query, self.step)
-        whole = np.rint(query.astype(np.float64) * self.step / unit).astype(np.int64)
-        pos, neg = np.maximum(whole, 0), np.maximum(-whole, 0)
-        packed = numkong.dots_pack(np.stack([pos >> 8, pos & 255, neg >> 8, neg & 255]).astype(np.uint8))
+        packed, unit = integer_weights(query, self.step)
         sums = np.empty((b - a, 4), dtype=np.uint32)
 
         def score(first: int, codes: npt.NDArray[np.uint8]) -> None:
             sums[first - a : first - a + len(codes)] = numkong.dots_packed(codes, packed)
 
         self.codes.each_mapped(a, b, score)
-        wide = sums.astype(np.int64)
-        out: npt.NDArray[np.float64] = (256 * (wide[:, 0] - wide[:, 2]) + (wide[:, 1] - wide[:, 3])) * unit
-        out += float(query.astype(np.float64) @ self.lo.astype(np.float64))
-        return out
+        return approximate_scores(sums, unit, query, self.lo)
 
     def search(self, query: npt.NDArray[np.float32], a: int, b: int, keep: npt.NDArray[np.bool_], limit: int,
                exact: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float32]],
@@ -129,6 +118,37 @@ class TimeCopy:
             k = min(len(slots), 4 * k)
 
 
+def bound(query: npt.NDArray[np.float32], lo: npt.NDArray[np.float32], step: npt.NDArray[np.float32]) -> float:
+    """The most an approximate score (:func:`approximate_scores`) of a row quantised on the grid ``lo``, ``step``
+    (:func:`quantize`, every component inside it) can differ from the exact one: half a step per component, the
+    weights' rounding to integers (half a weight unit per component, times at most 255 a code), and the float32
+    rounding of the exact sum and of the grid (``d`` terms each, at most ``|q_i| max(|lo_i|, |hi_i|)``)."""
+    q = np.abs(query.astype(np.float64))
+    largest = np.maximum(np.abs(lo), np.abs(lo + STEPS * step.astype(np.float64)))
+    rounding = 4 * len(q) * 2.0**-24 * float(q @ largest)
+    weights = _unit(query, step) * STEPS * len(q) / 2.0
+    return float(q @ step) / 2.0 + weights + rounding + 1e-6
+
+
+def integer_weights(query: npt.NDArray[np.float32], step: npt.NDArray[np.float32]) -> tuple[Any, float]:
+    """The weights ``q_i s_i`` in whole units (the largest is ``_WEIGHT_UNITS`` of them), split into a high and a low
+    byte of a positive and a negative part and packed for ``numkong.dots_packed``; and the unit."""
+    unit = _unit(query, step)
+    whole = np.rint(query.astype(np.float64) * step / unit).astype(np.int64)
+    pos, neg = np.maximum(whole, 0), np.maximum(-whole, 0)
+    return numkong.dots_pack(np.stack([pos >> 8, pos & 255, neg >> 8, neg & 255]).astype(np.uint8)), unit
+
+
+def approximate_scores(sums: npt.NDArray[np.uint32], unit: float, query: npt.NDArray[np.float32],
+                       lo: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    """Approximate scores from the codes' integer products with the :func:`integer_weights` (a row of four sums
+    per row): ``q . lo + sum_i u_i (q_i s_i)``."""
+    wide = sums.astype(np.int64)
+    out: npt.NDArray[np.float64] = (256 * (wide[:, 0] - wide[:, 2]) + (wide[:, 1] - wide[:, 3])) * unit
+    out += float(query.astype(np.float64) @ lo.astype(np.float64))
+    return out
+
+
 def _unit(query: npt.NDArray[np.float32], step: npt.NDArray[np.float32]) -> float:
     """The unit the weights ``q_i s_i`` are rounded to: the largest is ``_WEIGHT_UNITS`` of them."""
     top = float(np.max(np.abs(query.astype(np.float64) * step), initial=0.0))
@@ -149,7 +169,7 @@ def write(path: Path, slots: npt.NDArray[np.int64], vectors: Callable[[npt.NDArr
             raise InterruptedError
     if rows == 0:
         lo, hi = np.zeros(dimension, dtype=np.float32), np.zeros(dimension, dtype=np.float32)
-    step = np.maximum((hi - lo) / _STEPS, np.float32(1e-12)).astype(np.float32)
+    step = np.maximum((hi - lo) / STEPS, np.float32(1e-12)).astype(np.float32)
     with open(path, "wb") as fh:
         for start in range(0, len(slots), _CHUNK):
             part = slots[start : start + _CHUNK]
@@ -167,5 +187,5 @@ def write(path: Path, slots: npt.NDArray[np.int64], vectors: Callable[[npt.NDArr
 def quantize(vectors: npt.NDArray[np.float32], lo: npt.NDArray[np.float32],
              step: npt.NDArray[np.float32]) -> npt.NDArray[np.uint8]:
     """Each component to the nearest point of its grid (within ``[lo, lo + 255 step]``)."""
-    codes: npt.NDArray[np.uint8] = np.clip(np.rint((vectors - lo) / step), 0, _STEPS).astype(np.uint8)
+    codes: npt.NDArray[np.uint8] = np.clip(np.rint((vectors - lo) / step), 0, STEPS).astype(np.uint8)
     return codes
