@@ -18,6 +18,7 @@ rounding (``tests/test_use_m3_graph.py`` compares the two on English, Japanese a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import chain
 from typing import Any
 
@@ -82,23 +83,41 @@ class UseM3Graph:
         return out
 
     def _run(self, group: list[list[int]], n_tokens: int) -> F32:
-        lens = np.fromiter(map(len, group), dtype=np.int64, count=len(group))
         flat = np.fromiter(chain.from_iterable(group), dtype=np.int64, count=n_tokens)
-        starts = np.zeros(len(group), dtype=np.int64)
-        np.cumsum(lens[:-1], out=starts[1:])
         chunk = flat % self._chunks
         emb = self._table[flat].astype(np.float32)
         emb *= self._scale[chunk, None]
         emb += self._lo[chunk, None]
-        window = _window_index(starts, lens, n_tokens)
-        sentence = np.repeat(np.arange(len(group)), lens)
-        members = (sentence[None, :] == np.arange(len(group))[:, None]).astype(np.float32)
-        flens = lens.astype(np.float32)[:, None]
-        feeds = {"emb": emb, "members": members, "lens": flens, "inv_sqrt_lens": np.reciprocal(np.sqrt(flens))}
-        for n, left in _ORDERS:
-            feeds[f"window{n}"] = np.ascontiguousarray(window[:, _MAX_LEFT - left:_MAX_LEFT - left + n])
+        # a query is one sentence: its other inputs depend on its length only, made once per length
+        feeds = dict(_one_sentence(n_tokens) if len(group) == 1 else _sentences(tuple(map(len, group))))
+        feeds["emb"] = emb
         result: F32 = self._session.run(None, feeds)[0]
         return result
+
+
+def _sentences(lengths: tuple[int, ...]) -> dict[str, npt.NDArray[Any]]:
+    """The graph's inputs besides the token embeddings, for sentences of these lengths side by side: each
+    order's windows, which sentence each token is in, and the lengths."""
+    lens = np.array(lengths, dtype=np.int64)
+    starts = np.zeros(len(lens), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    n_tokens = int(lens.sum())
+    window = _window_index(starts, lens, n_tokens)
+    sentence = np.repeat(np.arange(len(lens)), lens)
+    flens = lens.astype(np.float32)[:, None]
+    feeds = {"members": (sentence[None, :] == np.arange(len(lens))[:, None]).astype(np.float32),
+             "lens": flens, "inv_sqrt_lens": np.reciprocal(np.sqrt(flens))}
+    for n, left in _ORDERS:
+        feeds[f"window{n}"] = np.ascontiguousarray(window[:, _MAX_LEFT - left:_MAX_LEFT - left + n])
+    return feeds
+
+
+@lru_cache(maxsize=512)
+def _one_sentence(n_tokens: int) -> dict[str, npt.NDArray[Any]]:
+    feeds = _sentences((n_tokens,))
+    for value in feeds.values():
+        value.flags.writeable = False  # shared by every query of this length
+    return feeds
 
 
 def _window_index(starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64], n_tokens: int) -> npt.NDArray[np.int64]:
