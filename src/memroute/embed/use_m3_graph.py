@@ -59,6 +59,8 @@ class UseM3Graph:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = max(1, threads)
         options.inter_op_num_threads = 1
+        # without the arena: with it, one 20,000-word text left ~320 MB held by the process; no slower a query
+        options.enable_cpu_mem_arena = False
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
