@@ -166,3 +166,14 @@ def test_the_selection_scores_every_feature_set_on_groups_it_did_not_fit() -> No
     assert len(chosen.tried) == len(FEATURE_SETS) * len(L2S)
     assert chosen.objective == pytest.approx(max(chosen.tried.values()), abs=1e-4)
     assert set(chosen.shares) == {"a", "b"}
+
+
+def test_mean_std_is_numpys_to_the_bit() -> None:
+    """The judge's z-scores read ``mean_std``: it must give exactly ``np.mean`` and ``np.std`` (the judge's
+    probabilities, and so the answers, would move otherwise), also on a column of the feature matrix."""
+    rng = np.random.default_rng(7)
+    for n in [*range(2, 120), 1000]:
+        values = rng.standard_normal(n) * rng.uniform(0.01, 100) + rng.uniform(-50, 50)
+        column = np.tile(values[:, None], (1, 5))[:, 2]  # a strided view, as the logit column is
+        for v in (values, column):
+            assert judge.mean_std(v) == (float(v.mean()), float(v.std()))

