@@ -585,25 +585,24 @@ class MemoryIndex:
         could be in the exact top ``limit``; else fourfold more rows are rescored."""
         self._bytes.sync(self._vector_range, self._n)
         approx = self._bytes.approximate(query)
-        slots = None if qualifying == self._n else np.flatnonzero(allowed)
-        if slots is not None:
+        if qualifying == self._n:
+            slots = np.arange(self._n)
+        else:
+            slots = np.flatnonzero(allowed)
             approx = approx[slots]
-        bound = self._bytes.bound(query)
         matrix, q = self._matrix[: self._n], np.ascontiguousarray(query[None, :], dtype=np.float32)
-        total = len(approx)
-        k = min(total, max(quantized.BYTES_FIRST_K, 2 * limit))
         limit_openmp_here()
-        while True:
-            best = np.argpartition(approx, total - k)[total - k :] if k < total else np.arange(total)
-            cand = np.sort(best) if slots is None else slots[np.sort(best)]
+
+        def exact(cand: npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
             found_scores, found = faiss.knn(q, np.ascontiguousarray(matrix[cand]), len(cand),
                                             metric=faiss.METRIC_INNER_PRODUCT)
             scores = np.empty(len(cand), dtype=np.float32)
             scores[found[0]] = found_scores[0]
-            if k >= total or (len(cand) >= limit
-                              and float(approx[best].min()) + bound < float(np.partition(scores, -limit)[-limit])):
-                return self._top(cand, scores, limit)
-            k = min(total, k * 4)
+            return scores
+
+        cand, scores = time_copy.exact_top(approx, slots, self._bytes.bound(query), limit,
+                                           min(len(slots), max(quantized.BYTES_FIRST_K, 2 * limit)), exact)
+        return self._top(cand, scores, limit)
 
     def _search_quantized(self, query: npt.NDArray[np.float32], allowed: npt.NDArray[np.bool_],
                           limit: int) -> list[ScoredId]:

@@ -99,23 +99,9 @@ class TimeCopy:
                                                                                        npt.NDArray[np.float32]]:
         """Slots and exact scores holding the exact top ``limit`` of the rows ``[a, b)`` that ``keep`` (a mask over
         them) lets through and of ``extra`` (slots scored exactly already). ``exact(slots)`` scores sorted slots."""
-        approx = self.approximate(query, a, b)[keep]
         slots = self.order[a:b][keep]
-        bound = self.bound(query)
-        k = min(len(slots), max(FIRST_K, 4 * limit))
-        while True:
-            if k < len(slots):
-                best = np.argpartition(approx, len(slots) - k)[len(slots) - k :]
-            else:
-                best = np.arange(len(slots))
-            chosen = np.sort(slots[best])
-            cand = np.concatenate([chosen, extra[0]])
-            scores = np.concatenate([exact(chosen), extra[1]])
-            if k >= len(slots):
-                return cand, scores
-            if len(cand) >= limit and float(approx[best].min()) + bound < float(np.partition(scores, -limit)[-limit]):
-                return cand, scores
-            k = min(len(slots), 4 * k)
+        return exact_top(self.approximate(query, a, b)[keep], slots, self.bound(query), limit,
+                         min(len(slots), max(FIRST_K, 4 * limit)), exact, extra)
 
 
 def bound(query: npt.NDArray[np.float32], lo: npt.NDArray[np.float32], step: npt.NDArray[np.float32]) -> float:
@@ -128,6 +114,28 @@ def bound(query: npt.NDArray[np.float32], lo: npt.NDArray[np.float32], step: npt
     rounding = 4 * len(q) * 2.0**-24 * float(q @ largest)
     weights = _unit(query, step) * STEPS * len(q) / 2.0
     return float(q @ step) / 2.0 + weights + rounding + 1e-6
+
+
+def exact_top(approx: npt.NDArray[np.float64], slots: npt.NDArray[np.integer], bound: float, limit: int, k: int,
+              exact: Callable[[npt.NDArray[Any]], npt.NDArray[np.float32]],
+              extra: tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None = None) -> tuple[
+                  npt.NDArray[Any], npt.NDArray[np.float32]]:
+    """Slots and exact scores holding the exact top ``limit`` of ``slots`` and of ``extra`` (slots scored exactly
+    already): the ``k`` best of ``slots`` by their approximate scores ``approx`` (each within ``bound`` of the exact
+    one) scored by ``exact(sorted slots)``, fourfold more while a row left out could still be in the top ``limit``."""
+    while True:
+        if k < len(slots):
+            best = np.argpartition(approx, len(slots) - k)[len(slots) - k :]
+        else:
+            best = np.arange(len(slots))
+        cand = np.sort(slots[best])
+        scores = exact(cand)
+        if extra is not None:
+            cand, scores = np.concatenate([cand, extra[0]]), np.concatenate([scores, extra[1]])
+        if k >= len(slots) or (len(cand) >= limit
+                               and float(approx[best].min()) + bound < float(np.partition(scores, -limit)[-limit])):
+            return cand, scores
+        k = min(len(slots), 4 * k)
 
 
 def integer_weights(query: npt.NDArray[np.float32], step: npt.NDArray[np.float32]) -> tuple[Any, float]:
