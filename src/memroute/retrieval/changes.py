@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memroute.stores import row_cache
 from memroute.text.tokenizers import analyze_tokens
 from memroute.types import MemoryItem
 
@@ -47,9 +48,6 @@ CONTENDERS = 3
 fact ranked first or second replaces an older one even where the judge kept both out of the pack."""
 MIN_POOL = 4
 """Fewer candidates than this: no pairwise spread to measure, a shared content word decides sameness."""
-_KEPT_CUES = 20_000
-"""Memory texts whose change cue is kept (least recently used go first): the store's row cache's size
-(:data:`memroute.stores.row_cache.ROWS`); a few MB, the texts themselves shared with the rows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +106,7 @@ def change_cue(text: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=_KEPT_CUES)
+@lru_cache(maxsize=row_cache.ROWS)  # as many texts as the store's row cache keeps rows; a few MB
 def _has_cue(text: str) -> bool:
     """Whether a memory's text says something changed (:func:`change_cue`), kept by text: a recall asks it of each of
     its ~15 first memories, and at 10k memories the same ones come back request after request, while the shared token

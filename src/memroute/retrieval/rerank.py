@@ -47,6 +47,7 @@ import numpy.typing as npt
 from memroute.analysis import QueryAnalysis, QueryType, ReferenceType
 from memroute.errors import ConfigError
 from memroute.retrieval.answer_type import asked_type, holds
+from memroute.stores import row_cache
 from memroute.text import tokenize
 from memroute.types import MemoryItem
 
@@ -62,8 +63,6 @@ _DATED = re.compile(
     r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|weekend|january|february|march|april|may|june|july|august|"
     r"september|october|november|december|\d{4}|week|month|year)\b|昨日|今日|明日|先週|先月|去年|来週|来月|今週|週末|"
     r"\d+月|\d+日|어제|오늘|내일|지난주|지난달|작년|다음 주|이번 주|주말|\d+월|\d+일", re.IGNORECASE)
-_KEPT_TEXTS = 20_000
-"""Memory texts whose :func:`_dated` answer is kept (least recently used go first): the store's row cache's size."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +215,7 @@ def features(candidates: Sequence[Candidate], analysis: QueryAnalysis, now: date
     return np.array(rows, dtype=np.float64)
 
 
-@lru_cache(maxsize=_KEPT_TEXTS)
+@lru_cache(maxsize=row_cache.ROWS)  # as many texts as the store's row cache keeps rows
 def _dated(text: str) -> bool:
     """Whether a memory's text names a time (:data:`_DATED`), kept by text: a question asking when reads it for each
     of its ~50 candidates, and at 10k memories the same ones come back request after request (the regular
