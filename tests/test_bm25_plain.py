@@ -211,14 +211,14 @@ def test_bm25_terms_asked_again_are_answered_from_their_kept_sums_until_a_change
     index = filled(rows)
     terms = ["r5", "w1", "w2", "w7", "c2"]
     computed = 0
-    scores = index._bm25_terms
+    scores = index._bm25_scores
 
     def counted(tokens: list[str], *args: object) -> object:
         nonlocal computed
         computed += set(tokens) == set(terms)
         return scores(tokens, *args)  # type: ignore[arg-type]
 
-    index._bm25_terms = counted  # type: ignore[assignment,method-assign]
+    index._bm25_scores = counted  # type: ignore[assignment,method-assign]
 
     def check(owner: str, session: str | None, limit: int) -> None:
         index.search_bm25([f"w{owner}{limit}", "c1", "r8"], SearchFilter(owner="o0"), 5, WEIGHTS)  # asked once

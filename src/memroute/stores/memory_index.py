@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.runtime import limit_openmp_here, limit_threads
-from memroute.stores import ann, bm25, bm25_cut, quantized, time_copy
+from memroute.stores import ann, bm25, quantized, time_copy
 from memroute.stores.ann import AnnGraph
 from memroute.stores.postings import Csr, Postings
 from memroute.stores.time_copy import TimeCopy
@@ -57,9 +57,6 @@ _FEW_SHARE = 16
 (:func:`_sum_few`), not in a new array of every row's score: at 1M rows below ~60k postings that was 0.14 against
 0.42 ms (p50, under 20k) and 0.55 against 0.66 ms (20k-60k), with no wait for new pages (max 1.1-1.4 against 3.6-4.2
 ms); from 60k to 125k it was slower (1.41 against 1.18 ms; docs/benchmarks.md, branch bm1)."""
-_CUT_SHARE = 16
-"""A BM25 search of at least a sixteenth of the rows' postings tries the exact top-k cut first
-(:mod:`memroute.stores.bm25_cut`)."""
 _GROUP_SHARE = 8
 """:meth:`MemoryIndex._top_scored` reads the rows of the groups whose best reaches its cut while they are at most an
 eighth of the rows; more: one pass over every row's score."""
@@ -171,16 +168,6 @@ class _Repeated:
             if kept is not None:
                 self._kept[key] = kept  # the most recently used, last
             return kept
-
-    def asked(self, key: tuple[Any, ...], changes: int, remember: bool) -> bool:
-        """Whether ``key`` was searched before (since the last change); remembered if ``remember``."""
-        with self._lock:
-            self._now(changes)
-            if key in self._seen:
-                return True
-            if remember:
-                self._asked_before(key)
-            return False
 
     def _asked_before(self, key: tuple[Any, ...]) -> bool:
         """Whether ``key`` was searched before (since the last change); remembers it. Under the lock."""
@@ -314,7 +301,7 @@ class MemoryIndex:
         self._dead = 0
         self._changes = 0
         """Counts puts, removes and compactions: what the cached length norms were computed at."""
-        self._norms: tuple[tuple[float, float, int], npt.NDArray[np.float32], float] | None = None
+        self._norms: tuple[tuple[float, float, int], npt.NDArray[np.float32]] | None = None
         self._last_bm25: tuple[tuple[frozenset[str], float, float, int], npt.NDArray[np.intp],
                                npt.NDArray[np.float64], bool] | None = None
         """The last BM25 search's postings' rows and every row's score before the filter (or, for few postings, each
@@ -662,21 +649,10 @@ class MemoryIndex:
                 if kept[0] is None:
                     return self._top_scored(kept[1], limit, flt)
                 return self._top_passing(kept[0], kept[1], limit, flt)
-            norms = self._length_norms(w_own, w_ctx, avgdl)
-            terms = self._bm25_terms(tokens, w_own, w_ctx)
-            if not terms:
+            found = self._bm25_scores(tokens, w_own, w_ctx, avgdl)
+            if found is None:
                 return []
-            try:
-                if not timed and self._worth_a_cut(terms, key, flt, limit):
-                    assert self._norms is not None  # made by _length_norms above
-                    found_cut = bm25_cut.cut(terms, norms, self._norms[2], limit,
-                                             lambda rows: self._passing(rows, flt))
-                    if found_cut is not None:  # asked again, the set is summed whole (and kept)
-                        self._repeated.asked(key, self._changes, remember=True)
-                        return self._top(found_cut[0], found_cut[1], limit)
-                cand, sums, every_row = self._bm25_scores(terms, norms)
-            finally:
-                self._keep_impacts(terms, w_own, w_ctx)
+            cand, sums, every_row = found
             self._last_bm25 = (key, cand, sums, every_row)
         if not every_row:  # few postings, summed without every row's score: cut from theirs (a time range first)
             if not timed:
@@ -696,18 +672,6 @@ class MemoryIndex:
             self._repeated.offer(key, self._changes, cand, scores)
         return self._top_passing(cand, scores, limit, flt)
 
-    def _worth_a_cut(self, terms: list[bm25_cut.Term], key: tuple[Any, ...], flt: SearchFilter, limit: int) -> bool:
-        """Whether a search is tried through :func:`bm25_cut.cut` first: enough postings to be summed into every row's
-        score (fewer are summed in the kept buffer at little cost), at least ``limit`` rows passing the filter (else
-        the cut cannot find its bound), and terms not asked before (a set asked again is summed whole, so that
-        :class:`_Repeated` keeps it for every filter)."""
-        if sum(len(t.slots) for t in terms) * _CUT_SHARE < self._n:
-            return False
-        kept = self._kept(flt)
-        if kept is None or kept.passing < limit:
-            return False
-        return not self._repeated.asked(key, self._changes, remember=False)
-
     def _copy_rows_in_range(self, flt: SearchFilter, rows: int) -> npt.NDArray[np.int64] | None:
         """Every slot below ``rows`` that may be inside ``flt``'s time range, from the time-ordered copy (every slot
         below its rows that is in a range is in it; the slots put after it are all given): a month of 1M rows is
@@ -722,47 +686,44 @@ class MemoryIndex:
             return None
         return np.concatenate([copy.order[a:b], np.arange(copy.rows, rows)])
 
-    def _bm25_terms(self, tokens: Sequence[str], w_own: float, w_ctx: float) -> list[bm25_cut.Term]:
-        """The terms of ``tokens`` that some row has, in the order their scores are summed (``set(tokens)``'s), each
-        with its postings (no deleted row, no zero frequency) and idf, and its posting scores if they were kept
-        (:class:`_Impacts`); the others' are computed when asked (:meth:`bm25_cut.Term.scores`)."""
+    def _bm25_scores(self, tokens: Sequence[str], w_own: float, w_ctx: float,
+                     avgdl: float) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], bool] | None:
+        """The rows having a term of ``tokens`` (a row of several terms comes several times), and every row's score
+        (0 for a row without one: a term's contribution is positive; ``True``) or, for fewer postings than a
+        sixteenth of the rows, each posting's row's score (:func:`_sum_few`; ``False``); ``None`` if no row has
+        one."""
         docs = len(self)
+        norms = self._length_norms(w_own, w_ctx, avgdl)
         every_posting = self._dead == 0 and w_own > 0 and w_ctx > 0  # no deleted row, no field left out
-        terms: list[bm25_cut.Term] = []
+        touched: list[npt.NDArray[np.int32]] = []
+        impacts: list[npt.NDArray[np.float32]] = []
         for term in set(tokens):
             p = self._postings.get(term)
             if p is None:
                 continue
             kept = self._impacts.get(term, w_own, w_ctx, self._changes)
             if kept is not None:
-                terms.append(bm25_cut.Term(term, kept[0], None, 0.0, kept[1]))
-                continue
-            slots = p[0]
-            tf = bm25.weighted_frequencies(p[1], p[2], w_own, w_ctx)
-            if not every_posting:
-                use = self._alive[slots] & (tf > 0)
-                slots, tf = slots[use], tf[use]
-            if len(slots):
-                terms.append(bm25_cut.Term(term, slots, tf, bm25.idf(docs, len(slots))))
-        return terms
-
-    def _keep_impacts(self, terms: list[bm25_cut.Term], w_own: float, w_ctx: float) -> None:
-        """Offer the posting scores computed for ``terms`` (of :meth:`_bm25_terms`) to :class:`_Impacts`."""
-        for term in terms:
-            if term.impact is not None and term.tf is not None:
-                self._impacts.put(term.name, w_own, w_ctx, self._changes, term.slots, term.impact)
-
-    def _bm25_scores(self, terms: list[bm25_cut.Term],
-                     norms: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], bool]:
-        """The rows having one of ``terms`` (a row of several terms comes several times), and every row's score
-        (0 for a row without one: a term's contribution is positive; ``True``) or, for fewer postings than a
-        sixteenth of the rows, each posting's row's score (:func:`_sum_few`; ``False``)."""
+                slots, impact = kept
+            else:
+                slots = p[0]
+                tf = bm25.weighted_frequencies(p[1], p[2], w_own, w_ctx)
+                if not every_posting:
+                    use = self._alive[slots] & (tf > 0)
+                    slots, tf = slots[use], tf[use]
+                if len(slots) == 0:
+                    continue
+                impact = bm25.impacts(bm25.idf(docs, len(slots)), tf, norms.take(slots))
+                self._impacts.put(term, w_own, w_ctx, self._changes, slots, impact)
+            touched.append(slots)
+            impacts.append(impact)
+        if not touched:
+            return None
         # a row of several terms comes several times, with one score; cast while copied, to the types bincount
         # reads (it would convert each again: 0.5 ms of 4 at 460k postings)
-        cand = np.concatenate([t.slots for t in terms], dtype=np.intp)
+        cand = np.concatenate(touched, dtype=np.intp)
         # a term's slots are distinct: each row's score is its terms' scores added in term order, in float64; the
         # scores go into this thread's buffer (they do not outlive the call), not new pages at every search
-        weights = np.concatenate([t.scores(norms) for t in terms], out=_weights_buffer(len(cand)))
+        weights = np.concatenate(impacts, out=_weights_buffer(len(cand)))
         if len(cand) * _FEW_SHARE < self._n and len(cand) * _DENSE_SHARE < self._n:
             return cand, _sum_few(cand, weights, self._n), False
         return cand, np.asarray(np.bincount(cand, weights=weights, minlength=self._n), dtype=np.float64), True
@@ -773,8 +734,7 @@ class MemoryIndex:
         key = (w_own, w_ctx, self._changes)
         if self._norms is None or self._norms[0] != key:
             dl = w_own * self._len_own[: self._n] + w_ctx * self._len_ctx[: self._n]
-            norms = bm25.length_norm(dl, avgdl)
-            self._norms = (key, norms, float(norms.min(initial=np.inf)))
+            self._norms = (key, bm25.length_norm(dl, avgdl))
         return self._norms[1]
 
     def _top_scored(self, sums: npt.NDArray[np.float64], limit: int, flt: SearchFilter) -> list[ScoredId]:
