@@ -134,13 +134,19 @@ def _top1(table: dict[str, np.ndarray], gold: Sequence[bool]) -> dict[str, tuple
 
 
 def _summary(hits: dict[str, dict[str, list[tuple[bool, bool]]]], top3: bool) -> dict[str, Any]:
-    """{group: {variant: top1 (and top3)}} from {group: {variant: [(top1 hit, top3 hit)]}}."""
+    """{group: {variant: top1 (and top3)}} from {group: {variant: [(top1 hit, top3 hit)]}}, and under
+    ``paired`` each variant's top-1 against ``pooled-default``'s on the same items: [gained, lost]."""
     out: dict[str, Any] = {}
     for group, variants in hits.items():
         row: dict[str, Any] = {"n": len(next(iter(variants.values())))}
+        base = [a for a, _ in variants["pooled-default"]]
+        paired: dict[str, list[int]] = {}
         for variant, pairs in variants.items():
             top1 = round(sum(a for a, _ in pairs) / len(pairs), 3)
             row[variant] = [top1, round(sum(b for _, b in pairs) / len(pairs), 3)] if top3 else top1
+            paired[variant] = [sum(a and not b for (a, _), b in zip(pairs, base, strict=True)),
+                               sum(b and not a for (a, _), b in zip(pairs, base, strict=True))]
+        row["paired"] = paired
         out[group] = row
     return out
 
@@ -185,6 +191,8 @@ def probe_route(encode: Encode) -> dict[str, Any]:
 
 
 def probe_recall(encode: Encode, path: Path = EVERYDAY_TRAIN) -> dict[str, Any]:
+    """First-memory and first-three figures per variant on the everyday stores of ``path`` (answerable questions;
+    a store's memories are its candidates)."""
     hits: dict[str, dict[str, list[tuple[bool, bool]]]] = {}
     for store in _read(path):
         memories = store["memories"]
