@@ -68,3 +68,6 @@ def test_recall_probe_ranks_a_store_with_the_real_encoder(tmp_path: Path) -> Non
     # the questions share a word or its meaning with their memory only: token matches find each one first
     assert report["all"]["maxsim"] == [1.0, 1.0]
     assert set(report["all"]) >= {"pooled-e5", "pooled-default", "pooled-pair", "blend(pooled-default, maxsim)"}
+    # paired with today's score: [gained, lost] never exceed the questions, and today's score against itself is even
+    assert report["all"]["paired"]["pooled-default"] == [0, 0]
+    assert all(0 <= won + lost <= 3 for won, lost in report["all"]["paired"].values())
