@@ -24,9 +24,11 @@ Figures (top-1 of the gold candidate; for recall the first memory answers, and a
   intents' descriptions) and JMultiWOZ-TC **dev** (its domain's tools' descriptions), on all labelled turns, first
   turns, switch turns (gold disjoint from the previous labelled turn's) and stay turns (turn kinds as in
   :mod:`benchmarks.probe_encoders`);
-- recall: the everyday set's **train** split, answerable questions (dev is never read).
+- recall: the everyday set's **train** split, answerable questions (dev is never read);
+- locomo (only when asked for): recall@5 of the evidence turns on LoCoMo, the project's fitting set for recall
+  (:func:`probe_locomo`).
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.probe_late_interaction [--probe route|recall] [--json]
+    OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.probe_late_interaction [--probe route|recall|locomo] [--json]
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from benchmarks.probe_encoders import EVERYDAY_TRAIN, JMULTIWOZ, ROUTING, _read, _turns  # noqa: E402
+
+LOCOMO = JMULTIWOZ.parent / "locomo_retrieval"
 
 
 @dataclass(frozen=True)
@@ -97,28 +101,46 @@ def _centred(tokens: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return np.asarray(shifted / np.maximum(np.linalg.norm(shifted, axis=1, keepdims=True), 1e-6), np.float32)
 
 
-def token_mean(candidates: Sequence[Encoded]) -> np.ndarray:
-    """The mean token vector of a ranking's candidate texts."""
-    return np.asarray(np.concatenate([c.tokens for c in candidates]).mean(axis=0), np.float32)
+class Ranking:
+    """One ranking's candidates, stacked once: every candidate's token vectors in one matrix (``starts`` marks
+    where each begins), the same centred on their mean token vector, the idf of their token ids, their pooled
+    vectors by encoder. Every candidate has at least one token (an empty text still has ``▁``)."""
+
+    def __init__(self, candidates: Sequence[Encoded], pooled: Sequence[str]) -> None:
+        counts = np.array([len(c.tokens) for c in candidates])
+        if not len(candidates) or counts.min() < 1:
+            raise ValueError("a ranking needs candidates with at least one token each")
+        self.n, self.counts = len(candidates), counts
+        self.starts = np.r_[0, np.cumsum(counts)[:-1]]
+        self.tokens = np.concatenate([c.tokens for c in candidates]).astype(np.float32)
+        self.mean = np.asarray(self.tokens.mean(axis=0), np.float32)
+        self.centred = _centred(self.tokens, self.mean)
+        self.weights = idf(candidates)
+        self.pooled = {name: np.stack([c.pooled[name] for c in candidates]) for name in pooled}
 
 
-def score_table(query: Encoded, candidates: Sequence[Encoded], weights: Callable[[Sequence[int]], np.ndarray],
-                pooled: Sequence[str], mean: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Every variant's scores of ``query`` against ``candidates`` (one array per variant, one score per candidate)."""
+def score_table(query: Encoded, ranking: Ranking) -> dict[str, np.ndarray]:
+    """Every variant's scores of ``query`` against the ranking's candidates (one array per variant, one score per
+    candidate); :func:`maxsim` is the reference each late-interaction score equals, candidate by candidate."""
     out: dict[str, np.ndarray] = {}
-    for name in pooled:
-        out[f"pooled-{name}"] = np.array([float(query.pooled[name] @ c.pooled[name]) for c in candidates])
-    w = weights(query.ids)
-    out["maxsim"] = np.array([maxsim(query.tokens, c.tokens) for c in candidates])
-    out["maxsim-idf"] = np.array([maxsim(query.tokens, c.tokens, w) for c in candidates])
-    out["symmetric"] = np.array([(maxsim(query.tokens, c.tokens) + maxsim(c.tokens, query.tokens)) / 2
-                                 for c in candidates])
-    mean = token_mean(candidates) if mean is None else mean
-    centred_query = _centred(query.tokens, mean)
-    out["maxsim-centred"] = np.array([maxsim(centred_query, _centred(c.tokens, mean)) for c in candidates])
-    if "e5" in pooled and len(pooled) > 1:
+    for name, matrix in ranking.pooled.items():
+        out[f"pooled-{name}"] = matrix @ query.pooled[name]
+    if len(query.tokens):
+        sims = query.tokens @ ranking.tokens.T
+        best = np.maximum.reduceat(sims, ranking.starts, axis=1)  # [query token, candidate]
+        w = ranking.weights(query.ids)
+        back = np.add.reduceat(sims.max(axis=0), ranking.starts) / ranking.counts
+        centred = np.maximum.reduceat(_centred(query.tokens, ranking.mean) @ ranking.centred.T, ranking.starts, axis=1)
+        out["maxsim"] = best.mean(axis=0)
+        out["maxsim-idf"] = (best * w[:, None]).sum(axis=0) / max(float(w.sum()), 1e-9)
+        out["symmetric"] = (out["maxsim"] + back) / 2
+        out["maxsim-centred"] = centred.mean(axis=0)
+    else:
+        for late in ("maxsim", "maxsim-idf", "symmetric", "maxsim-centred"):
+            out[late] = np.zeros(ranking.n)
+    if "e5" in ranking.pooled and "default" in ranking.pooled:
         out["blend(pooled-default, pooled-e5)"] = _z(out["pooled-default"]) + _z(out["pooled-e5"])
-    for base in pooled:
+    for base in ranking.pooled:
         for late in ("maxsim", "maxsim-idf", "symmetric", "maxsim-centred"):
             out[f"blend(pooled-{base}, {late})"] = _z(out[f"pooled-{base}"]) + _z(out[late])
     return out
@@ -156,13 +178,13 @@ def route_set(encode: Encode, candidates: dict[str, str], turns: list[tuple[str,
     names = list(candidates)
     cand_enc = encode(list(candidates.values()), "passage")
     cands = [cand_enc[candidates[n]] for n in names]
-    weights, mean = idf(cands), token_mean(cands)
+    ranking = Ranking(cands, pooled)
     msgs = encode([t for t, _, _ in turns], "query")
     hits: dict[str, dict[str, list[tuple[bool, bool]]]] = {}
     cpu = 0.0
     for text, gold, kind in turns:
         c0 = time.process_time()
-        table = score_table(msgs[text], cands, weights, pooled, mean)
+        table = score_table(msgs[text], ranking)
         cpu += time.process_time() - c0
         for variant, hit in _top1(table, [n in gold for n in names]).items():
             for group in ("all", kind):
@@ -198,17 +220,48 @@ def probe_recall(encode: Encode, path: Path = EVERYDAY_TRAIN) -> dict[str, Any]:
         memories = store["memories"]
         mem_enc = encode([m["text"] for m in memories], "passage")
         cands = [mem_enc[m["text"]] for m in memories]
-        weights, mean = idf(cands), token_mean(cands)
+        ranking = Ranking(cands, ("e5", "default", "pair"))
         questions = [q for q in store["questions"] if q["type"] != "unanswerable"]
         q_enc = encode([q["text"] for q in questions], "query")
         for q in questions:
             answers = set(q["answers"])
-            table = score_table(q_enc[q["text"]], cands, weights, ("e5", "default", "pair"), mean)
+            table = score_table(q_enc[q["text"]], ranking)
             groups = ["all", q["language"]] + (["cross-language"] if q.get("cross_language") else [])
             for variant, hit in _top1(table, [m["id"] in answers for m in memories]).items():
                 for group in groups:
                     hits.setdefault(group, {}).setdefault(variant, []).append(hit)
     return _summary(hits, top3=True)
+
+
+def probe_locomo(encode: Encode, path: Path = LOCOMO) -> dict[str, Any]:
+    """Recall@5 of the evidence turns per variant on LoCoMo (``../shared/data/locomo_retrieval``, the project's
+    fitting set for recall): each conversation's turns (``Speaker: text``, a shared photo as its caption, as
+    :mod:`memroute.eval.locomo` makes them, without the neighbouring turns memroute embeds beside them) are the
+    candidates of its questions (those with evidence). ``paired``: questions whose recall@5 is higher / lower than
+    under ``pooled-default``."""
+    from memroute.eval.locomo import CATEGORIES, load_locomo
+
+    rows: dict[str, dict[str, list[float]]] = {}
+    for conv in load_locomo(path):
+        texts = [f"{t.speaker}: {t.text}" for t in conv.turns]
+        enc = encode(texts, "passage")
+        ranking = Ranking([enc[t] for t in texts], ("e5", "default"))
+        ids = [t.id for t in conv.turns]
+        questions = [q for q in conv.questions if q.evidence]
+        q_enc = encode([q.text for q in questions], "query")
+        for q in questions:
+            evidence = set(q.evidence)
+            for variant, scores in score_table(q_enc[q.text], ranking).items():
+                top5 = {ids[i] for i in np.argsort(-scores, kind="stable")[:5]}
+                for group in ("all", f"{q.category} {CATEGORIES[q.category]}"):
+                    rows.setdefault(group, {}).setdefault(variant, []).append(len(top5 & evidence) / len(evidence))
+    out: dict[str, Any] = {}
+    for group, variants in rows.items():
+        base = variants["pooled-default"]
+        out[group] = {"n": len(base), **{v: round(float(np.mean(r)), 3) for v, r in variants.items()},
+                      "paired": {v: [sum(a > b for a, b in zip(r, base, strict=True)),
+                                     sum(a < b for a, b in zip(r, base, strict=True))] for v, r in variants.items()}}
+    return out
 
 
 def memroute_encoder(pooled: dict[str, str]) -> Encode:
@@ -239,7 +292,8 @@ def memroute_encoder(pooled: dict[str, str]) -> Encode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--probe", action="append", choices=["route", "recall"], help="which probes (default: both)")
+    parser.add_argument("--probe", action="append", choices=["route", "recall", "locomo"],
+                        help="which probes (default: route and recall)")
     parser.add_argument("--json", action="store_true", help="one JSON line per probe")
     args = parser.parse_args(argv)
     probes = args.probe or ["route", "recall"]
@@ -247,8 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         if probe == "route":
             report = probe_route(memroute_encoder({"default": "use-m3+e5-ja-ko"}))
-        else:
+        elif probe == "recall":
             report = probe_recall(memroute_encoder({"default": "use-m3", "pair": "use-m3+e5-small"}))
+        else:
+            report = probe_locomo(memroute_encoder({"default": "use-m3"}))
         out = {"probe": probe, "seconds": round(time.perf_counter() - t0, 1), **report}
         print(json.dumps(out, ensure_ascii=False, indent=None if args.json else 1))
     return 0

@@ -37,9 +37,36 @@ def test_z_blend_ranks_by_both_scores_without_fitted_weights() -> None:
     cands = [probe.Encoded([1], _unit([[1, 0]]), {"e5": _unit([[1, 0]])[0]}),
              probe.Encoded([2], _unit([[0, 1]]), {"e5": _unit([[0, 1]])[0]})]
     query = probe.Encoded([1], _unit([[1, 0.1]]), {"e5": _unit([[1, 0.2]])[0]})
-    table = probe.score_table(query, cands, probe.idf(cands), ("e5",))
+    table = probe.score_table(query, probe.Ranking(cands, ("e5",)))
     for variant in ("pooled-e5", "maxsim", "maxsim-idf", "symmetric", "maxsim-centred", "blend(pooled-e5, maxsim)"):
         assert int(np.argmax(table[variant])) == 0, variant
+
+
+def test_stacked_scores_equal_the_reference_candidate_by_candidate() -> None:
+    rng = np.random.default_rng(7)
+
+    def enc(n: int) -> probe.Encoded:
+        tokens = rng.normal(size=(n, 16)).astype(np.float32)
+        tokens /= np.linalg.norm(tokens, axis=1, keepdims=True)
+        return probe.Encoded(list(rng.integers(0, 30, size=n)), tokens, {})
+
+    cands = [enc(n) for n in (1, 7, 3, 12)]
+    ranking = probe.Ranking(cands, ())
+    query = enc(5)
+    table = probe.score_table(query, ranking)
+    w = probe.idf(cands)(query.ids)
+    mean = np.concatenate([c.tokens for c in cands]).mean(axis=0)
+
+    def centred(x: np.ndarray) -> np.ndarray:
+        return np.asarray((x - mean) / np.linalg.norm(x - mean, axis=1, keepdims=True), np.float32)
+
+    for i, c in enumerate(cands):
+        assert table["maxsim"][i] == pytest.approx(probe.maxsim(query.tokens, c.tokens), abs=1e-5)
+        assert table["maxsim-idf"][i] == pytest.approx(probe.maxsim(query.tokens, c.tokens, w), abs=1e-5)
+        both = (probe.maxsim(query.tokens, c.tokens) + probe.maxsim(c.tokens, query.tokens)) / 2
+        assert table["symmetric"][i] == pytest.approx(both, abs=1e-5)
+        assert table["maxsim-centred"][i] == pytest.approx(
+            probe.maxsim(centred(query.tokens), centred(c.tokens)), abs=1e-5)
 
 
 STORE = {  # written for this test: one small store, two questions (no evaluation data)
