@@ -280,14 +280,19 @@ class E5Int8:
         return ids
 
     # --------------------------------------------------------------- forward
-    def _forward(self, ids: Sequence[int]) -> F32:
-        """Mean of the last hidden states of ``<s> ids </s>`` (not normalised)."""
+    def _states(self, ids: Sequence[int]) -> F32:
+        """The last hidden states of ``<s> ids </s>``, one row per position (not normalised)."""
         tokens = np.array([self.bos, *ids, self.eos], dtype=np.int64)
         T = len(tokens)
         x = _dequantise(self._word[tokens].reshape(-1), T, self.H) + self._pos[:T] + self._type
         x = _layer_norm(x, *self._eln, self.eps)
         hidden = self._session.run(None, {"x": x[None, :, :].astype(np.float32)})[0]
-        out: F32 = np.asarray(hidden[0], dtype=np.float32).mean(axis=0)
+        out: F32 = np.asarray(hidden[0], dtype=np.float32)
+        return out
+
+    def _forward(self, ids: Sequence[int]) -> F32:
+        """Mean of the last hidden states of ``<s> ids </s>`` (not normalised)."""
+        out: F32 = self._states(ids).mean(axis=0)
         return out
 
     def token_ids(self, text: str, side: str = "passage") -> list[int]:
@@ -306,6 +311,36 @@ class E5Int8:
         vec = total / weight
         out: F32 = (vec / max(float(np.linalg.norm(vec)), 1e-6)).astype(np.float32)
         return out
+
+    def embed_tokens(self, text: str, side: str = "passage") -> tuple[F32, F32]:
+        """``text``'s pooled vector (as :meth:`embed` gives it) and its token vectors from the same pass.
+
+        The token vectors are the last hidden states of the text's own tokens, L2-normalised one by one, without
+        ``<s>``, ``</s>`` and the ``query:`` / ``passage:`` prefix: the inputs of a late-interaction score
+        (ColBERT's MaxSim: Khattab & Zaharia 2020). Texts over 510 tokens are encoded in windows, as for
+        :meth:`embed_ids`."""
+        ids = self.token_ids(text, side)
+        skip = self._prefix_length(ids, side)
+        window = self.max_positions - 2
+        total = np.zeros(self.H, dtype=np.float32)
+        rows: list[F32] = []
+        for start in range(0, max(len(ids), 1), window):
+            part = ids[start:start + window]
+            states = self._states(part)
+            total += max(len(part), 1) * states.mean(axis=0)
+            content = states[1:-1][max(0, skip - start):]
+            rows.append(content)
+        pooled: F32 = (total / max(len(ids), 1)).astype(np.float32)
+        pooled /= max(float(np.linalg.norm(pooled)), 1e-6)
+        tokens: F32 = np.concatenate(rows).astype(np.float32) if rows else np.zeros((0, self.H), np.float32)
+        tokens /= np.maximum(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-6)
+        return pooled, tokens
+
+    def _prefix_length(self, ids: Sequence[int], side: str) -> int:
+        """How many of ``ids`` spell the side's prefix (``query:``), which the tokenizer keeps apart from the text
+        after it (the space before the text starts a new piece)."""
+        prefix = self.tokenize(_PREFIX[side].strip())
+        return len(prefix) if list(ids[:len(prefix)]) == prefix else 0
 
     def embed(self, texts: Sequence[str], side: str = "passage") -> F32:
         out = np.zeros((len(texts), self.H), dtype=np.float32)
