@@ -31,8 +31,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p = groups["eval"].add("recall", "recall quality on LoCoMo-format data, with BM25 and vector baselines")
     p.add_argument("--data", required=True, help="the locomo_retrieval folder (sessions.jsonl, qa.jsonl)")
     p.add_argument("--loo", action="store_true", help="also report leave-one-conversation-out reranker figures")
-    p.add_argument("--fit", action="store_true", help="fit the reranker on all conversations and write the "
-                                                     "weights the package ships (retrieval/rerank_weights.json)")
+    p.add_argument("--fit", action="store_true", help="fit this embedder's reranker on all conversations and "
+                   "write its entry of the weights the package ships (retrieval/rerank_weights.json)")
     p.add_argument("--fit-judge", action="store_true", help="fit the relevance judge of this embedder on LoCoMo "
                    "and the everyday train split and write it (retrieval/judge_weights.json)")
     p.add_argument("--embedder", default="use-m3", choices=list(EMBEDDERS))

@@ -8,7 +8,9 @@ the question's tokens, and cosine KNN of the question alone.
 
 ``--loo`` refits the reranker seven times, on six conversations each, and scores the seventh with it
 (leave-one-conversation-out): the honest figure, since the shipped weights were fitted on all seven.
-``--fit`` fits on every conversation and writes the weights the package ships.
+``--fit`` fits on every conversation and writes the weights the package ships for the run's embedder (its
+entry of ``retrieval/rerank_weights.json``, keyed by the embedder's ``model_id``; the other encoders' entries
+are left as they are).
 
 ``--store postgresql://...`` keeps the conversations in that database instead, each in a schema of its own
 (``locomo_<sample id>_<embedder>``), to compare the backends on the same questions.
@@ -33,18 +35,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memroute.embed import get_embedder
+from memroute.embed import UseM3Embedder, get_embedder
 from memroute.errors import InputError
 from memroute.eval import judge_eval
 from memroute.eval.interaction_fit import TrainingQuestion, question_pairs
 from memroute.eval.locomo import CATEGORIES, Conversation, load_locomo
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
-from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, default_model, interaction
+from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, interaction, reranker_for
+from memroute.retrieval import rerank as rerank_module
 from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.text import query_terms
 
-WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "retrieval" / "rerank_weights.json"
+WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "retrieval" / rerank_module.WEIGHTS_FILE
+FALLBACK = UseM3Embedder.model_id
+"""The encoder whose reranker every encoder without its own gets (the default embedder's)."""
 L2 = 10.0
 """The reranker's L2 strength, chosen by leave-one-conversation-out on LoCoMo among 1, 10 and 30
 (hit@5 0.799 / 0.802 / 0.800 with 15 results per query and 50 candidates)."""
@@ -174,11 +179,13 @@ def training_rows(runs: Sequence[QuestionRun]) -> tuple[npt.NDArray[np.float64],
 def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedder: str = "use-m3",
              loo: bool = False, fit: bool = False, workdir: str | Path | None = None,
              l2: float = L2, llm: LlmAssistant | None = None, limit: int | None = None,
-             store_url: str | None = None, fit_judge: bool = False) -> dict[str, Any]:
+             store_url: str | None = None, fit_judge: bool = False,
+             weights_path: Path = WEIGHTS_PATH) -> dict[str, Any]:
     """``limit``: only the first ``limit`` questions (in file order), e.g. to bound the cost of an LLM run.
     ``store_url``: a PostgreSQL database holding the conversations (a schema each) instead of SQLite files.
     ``fit_judge``: refit the relevance judge of this embedder (LoCoMo with the everyday set's train split)
-    and write it into ``retrieval/judge_weights.json``; the injection figures are reported either way."""
+    and write it into ``retrieval/judge_weights.json``; the injection figures are reported either way.
+    ``weights_path``: the reranker weights file ``fit`` writes this embedder's entry into (the package's)."""
     options = options or RecallOptions()
     convs = load_locomo(data_dir)
     if limit is not None:
@@ -221,7 +228,7 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
     result["config"] = {"store": "sqlite" if store_url is None else "postgresql (a schema per conversation)",
                         "embedder": embedder, "rerank": options.rerank, "fusion": str(options.fusion),
                         "k_per_query": options.k_per_query, "max_candidates": options.max_candidates,
-                        "reranker_weights": default_model().fitted_on if options.rerank else None,
+                        "reranker_weights": reranker_for(model_id).fitted_on if options.rerank else None,
                         "llm": None if llm is None else {"model": llm.llm.model, "steps": sorted(llm.policy.steps),
                                                          "only_when_needed": llm.policy.only_when_needed}}
     if usage is not None:
@@ -242,7 +249,21 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
         model = fit_reranker(x, y, l2=l2, fitted_on=(
             f"LoCoMo, {len(convs)} conversations ({', '.join(c.sample_id for c in convs)}), {len(runs)} questions, "
             f"{len(y)} candidates; logistic regression, L2 {l2}; embedder {embedder}"))
-        WEIGHTS_PATH.write_text(json.dumps(model.to_dict(), indent=1) + "\n", encoding="utf-8")
-        default_model.cache_clear()
-        result["fitted"] = {"path": str(WEIGHTS_PATH), "in_sample": summarise(rescore(runs, model))}
+        write_reranker(weights_path, model_id, model)
+        result["fitted"] = {"path": str(weights_path), "encoder": model_id,
+                            "in_sample": summarise(rescore(runs, model))}
     return result
+
+
+def write_reranker(path: Path, model_id: str, model: RerankModel) -> None:
+    """``model`` as the encoder ``model_id``'s entry of the weights file at ``path`` (format
+    :data:`memroute.retrieval.rerank.FORMAT`), the other entries kept; a format-1 file's one model is kept as
+    use-m3's (it was fitted with use-m3)."""
+    fallback, encoders = (rerank_module.parse_weights(json.loads(path.read_text("utf-8"))) if path.exists()
+                          else (FALLBACK, {}))
+    if "" in encoders:  # format 1
+        encoders = {FALLBACK: encoders.pop(""), **encoders}
+    encoders[model_id] = model.to_dict()
+    path.write_text(json.dumps({"version": rerank_module.FORMAT, "fallback": fallback or FALLBACK,
+                                "encoders": encoders}, indent=1) + "\n", encoding="utf-8")
+    rerank_module.clear_cache()

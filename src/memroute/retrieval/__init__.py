@@ -13,7 +13,7 @@ from memroute.retrieval.expand import ExpandedQuery, expand
 from memroute.retrieval.fusion import RRF_K, minmax, rrf, weighted_minmax
 from memroute.retrieval.options import Fusion, RecallOptions, Strategy
 from memroute.retrieval.orchestrator import recall, recall_async
-from memroute.retrieval.rerank import FEATURES, RerankModel, default_model
+from memroute.retrieval.rerank import FEATURES, RerankModel, default_model, reranker_for
 from memroute.retrieval.result import Recall, RecalledMemory
 from memroute.retrieval.strategy import SearchParams, search_params, select_strategy
 from memroute.retrieval.trace import CandidateTrace, RecallTrace, SearchTrace
@@ -38,6 +38,7 @@ __all__ = [
     "minmax",
     "recall",
     "recall_async",
+    "reranker_for",
     "rrf",
     "search_params",
     "select_strategy",

@@ -40,9 +40,9 @@ from memroute.retrieval.rerank import (
     FEATURES,
     Candidate,
     RerankModel,
-    default_model,
     features,
     match_forms,
+    reranker_for,
     speaker_of,
 )
 from memroute.retrieval.result import Recall, RecalledMemory
@@ -195,7 +195,7 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
                   for rank, (i, s) in enumerate(pool)]
     t0 = time.perf_counter()
     feats = features(candidates, analysis, ref_now)
-    reranker = model or default_model()
+    reranker = model or reranker_for(embedder.model_id)  # per encoder: its cosine scale
     probs = reranker.score(feats) if opts.rerank else None
     prob = probs.tolist() if probs is not None else None  # Python floats once, not a numpy scalar per use
     feature_rows = [dict(zip(FEATURES, row, strict=True)) for row in feats.tolist()]  # floats once, not per use
@@ -248,8 +248,8 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             [(index[old], index[new]) for old, new in early.items()], inter))
     judge_p = judged.tolist() if judged is not None else None
     if judge_p is not None and judgement is None:
-        # the judge reads this encoder's own scale (fitted per encoder), the reranker use-m3's on LoCoMo: the
-        # memories returned are ordered by the judge's probability (the same memories, so recall@limit holds)
+        # the judge is fitted per encoder on small stores too: the memories returned are ordered by its
+        # probability (the same memories, so recall@limit holds)
         order = sorted(order[: opts.limit], key=lambda j: -judge_p[j]) + order[opts.limit:]
     best = max((judge_p[j] for j in order[: opts.limit]), default=0.0) if judge_p is not None else 0.0
     chosen = []

@@ -25,8 +25,13 @@ knows about a candidate. The features are general, nothing dataset-specific:
   「いつ」, "누구", "how many") and the memory holds / does not hold one
   (:mod:`memroute.retrieval.answer_type`).
 
-The weights ship in ``rerank_weights.json`` beside this module, fitted by ``memroute eval recall --fit``
-(a logistic regression over the candidates of the training questions; see that file's ``fitted_on``).
+The weights ship in ``rerank_weights.json`` beside this module, one model per encoder (each encoder's
+cosine has its own scale: the ``use-m3+e5-small`` pair's sits compressed near its mean), keyed by the
+embedder's ``model_id`` as the judge's are, fitted by ``memroute eval recall --fit [--embedder NAME]`` (a
+logistic regression over the candidates of the training questions; see each entry's ``fitted_on``). An
+encoder without its own entry gets the file's ``fallback`` entry (use-m3's). Format 2:
+``{"version": 2, "fallback": MODEL_ID, "encoders": {MODEL_ID: model}}``; a format-1 file (one model at the
+top level, before 2026-11-27) still loads, as the model of every encoder.
 """
 
 from __future__ import annotations
@@ -108,15 +113,60 @@ class RerankModel:
                    tuple(map(float, data["scale"])), str(data.get("fitted_on", "")))
 
 
+WEIGHTS_FILE = "rerank_weights.json"
+FORMAT = 2
+"""The version of ``rerank_weights.json``'s layout (1: one model at the top level; 2: one per encoder)."""
+
+
+def parse_weights(data: Mapping[str, Any]) -> tuple[str, dict[str, Mapping[str, Any]]]:
+    """The fallback key and the entries per encoder of a weights file's JSON (format 1 or 2): a format-1 file
+    is one model, the fallback of every encoder (key ``""``)."""
+    version = data.get("version", 1 if "features" in data else None)
+    if version == 1:
+        return "", {"": data}
+    if version != FORMAT or not isinstance(data.get("encoders"), Mapping):
+        raise ConfigError(f"{WEIGHTS_FILE} has format {version!r}, this memroute reads formats 1 and {FORMAT}; "
+                          "upgrade memroute or refit with `memroute eval recall --data DIR --fit`")
+    return str(data.get("fallback", "")), dict(data["encoders"])
+
+
+def model_for(data: Mapping[str, Any], model_id: str) -> RerankModel:
+    """The reranker of the encoder ``model_id`` in a weights file's JSON, else its fallback entry."""
+    fallback, encoders = parse_weights(data)
+    entry = encoders.get(model_id, encoders.get(fallback))
+    if entry is None:
+        raise ConfigError(f"{WEIGHTS_FILE} has no reranker for {model_id!r} and no fallback entry "
+                          f"({fallback!r}); refit with `memroute eval recall --data DIR --fit --embedder NAME`")
+    return RerankModel.from_dict(entry)
+
+
 @lru_cache(maxsize=1)
-def default_model() -> RerankModel:
-    """The shipped weights (package data ``rerank_weights.json``)."""
+def _shipped() -> dict[str, Any]:
     try:
-        text = resources.files("memroute.retrieval").joinpath("rerank_weights.json").read_text("utf-8")
+        text = resources.files("memroute.retrieval").joinpath(WEIGHTS_FILE).read_text("utf-8")
     except FileNotFoundError:
-        raise ConfigError("memroute/retrieval/rerank_weights.json is missing from the installation; reinstall "
+        raise ConfigError(f"memroute/retrieval/{WEIGHTS_FILE} is missing from the installation; reinstall "
                           "memroute or refit with `memroute eval recall --data DIR --fit`") from None
-    return RerankModel.from_dict(json.loads(text))
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@lru_cache(maxsize=8)
+def reranker_for(model_id: str) -> RerankModel:
+    """The shipped reranker of the encoder ``model_id`` (an embedder's ``model_id``), else the fallback one
+    (use-m3's); a dictionary lookup once cached."""
+    return model_for(_shipped(), model_id)
+
+
+def default_model() -> RerankModel:
+    """The fallback weights (use-m3's): what an encoder without a reranker of its own gets."""
+    return reranker_for("")
+
+
+def clear_cache() -> None:
+    """Forget the loaded weights (after ``--fit`` rewrote the file)."""
+    _shipped.cache_clear()
+    reranker_for.cache_clear()
 
 
 def speaker_of(memory: MemoryItem) -> str | None:
