@@ -277,21 +277,25 @@ class Readme:
                 Path(args[i + 1]).mkdir(parents=True, exist_ok=True)
                 (Path(args[i + 1]) / "login.py").write_text("class LoginService:\n    pass\n")
         params = StdioServerParameters(command=str(MEMROUTE), args=args, env=self.env, cwd=str(self.home))
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            init = await session.initialize()
-            assert init.server_info.version == memroute.__version__, init.server_info
-            tools = {t.name for t in (await session.list_tools()).tools}
-            assert {"remember", "recall", "route", "analyze", "forget", "find_definitions"} <= tools, tools
-            stored = await session.call_tool("remember", {"text": "The shop's login page moved to /signin"})
-            assert not stored.is_error, stored
-            recalled = await session.call_tool("recall", {"text": "where is the login page?"})
-            assert not recalled.is_error and "/signin" in json.dumps(recalled.structured_content or
-                                                                    [c.model_dump() for c in recalled.content])
-            routed = await session.call_tool("route", {"text": "Translate this to Korean"})
-            assert "translator" in json.dumps([c.model_dump() for c in routed.content]), routed
-            bad = await session.call_tool("recall", {"text": 5})  # a clean argument error, not a validation dump
-            assert bad.is_error and bad.content[0].text == "InputError: recall: text: Input should be a valid " \
-                "string (got 5)", bad
+        # the server's stderr to a real file: stdio_client's default is the sys.stderr of the moment its module was
+        # imported, which is pytest's capture object (no file descriptor) when another test imported it first
+        with (self.home / "mcp-server.err").open("w", encoding="utf-8") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), \
+                    ClientSession(read, write) as session:
+                init = await session.initialize()
+                assert init.server_info.version == memroute.__version__, init.server_info
+                tools = {t.name for t in (await session.list_tools()).tools}
+                assert {"remember", "recall", "route", "analyze", "forget", "find_definitions"} <= tools, tools
+                stored = await session.call_tool("remember", {"text": "The shop's login page moved to /signin"})
+                assert not stored.is_error, stored
+                recalled = await session.call_tool("recall", {"text": "where is the login page?"})
+                assert not recalled.is_error and "/signin" in json.dumps(recalled.structured_content or
+                                                                        [c.model_dump() for c in recalled.content])
+                routed = await session.call_tool("route", {"text": "Translate this to Korean"})
+                assert "translator" in json.dumps([c.model_dump() for c in routed.content]), routed
+                bad = await session.call_tool("recall", {"text": 5})  # a clean argument error, not a validation dump
+                assert bad.is_error and bad.content[0].text == "InputError: recall: text: Input should be a valid " \
+                    "string (got 5)", bad
         store = next(a for a in args if a.startswith("sqlite:"))
         assert Path(store[len("sqlite:///"):]).is_file(), f"{name}: the store is not where the config says"
 
