@@ -1,0 +1,106 @@
+"""The offline MaxSim-as-a-reranker-column estimate (benchmarks/estimate_late_interaction.py): its columns, and a
+whole run (real use-m3 and e5, real SQLite) on tiny sets written here (no evaluation data)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from benchmarks import estimate_late_interaction as est
+from benchmarks import probe_late_interaction as probe
+
+
+def test_columns_equal_the_reference_candidate_by_candidate() -> None:
+    rng = np.random.default_rng(3)
+
+    def enc(n: int) -> probe.Encoded:
+        tokens = rng.normal(size=(n, 16)).astype(np.float32)
+        tokens /= np.linalg.norm(tokens, axis=1, keepdims=True)
+        return probe.Encoded(list(rng.integers(0, 30, size=n)), tokens, {})
+
+    mems = {f"m{i}": enc(n) for i, n in enumerate((1, 6, 3, 9))}
+    others = [enc(4), enc(5)]  # the run's other memories: the fixed mean and idf count them, the store's do not
+    run = [*mems.values(), *others]
+    fixed_mean = np.concatenate([e.tokens for e in run]).mean(axis=0)
+    passages = est.Passages(mems, fixed_mean, probe.idf(run))
+    query = enc(5)
+    order = ["m2", "m0", "m3"]
+    table = passages.columns(query, order)
+    assert table.shape == (3, len(est.COLUMNS))
+    mean = np.concatenate([e.tokens for e in mems.values()]).mean(axis=0)
+    w, fw = probe.idf(list(mems.values()))(query.ids), probe.idf(run)(query.ids)
+
+    def cen(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+        return np.asarray((x - m) / np.linalg.norm(x - m, axis=1, keepdims=True), np.float32)
+
+    for row, mid in enumerate(order):
+        q, d = query.tokens, mems[mid].tokens
+        expect = [probe.maxsim(q, d), probe.maxsim(q, d, w), probe.maxsim(cen(q, mean), cen(d, mean)),
+                  probe.maxsim(cen(q, mean), cen(d, mean), w), probe.maxsim(cen(q, fixed_mean), cen(d, fixed_mean), w),
+                  probe.maxsim(cen(q, fixed_mean), cen(d, fixed_mean), fw)]
+        assert table[row] == pytest.approx(expect, abs=1e-5), mid
+    assert not np.allclose(table[:, 3], table[:, 5])  # the store's idf and mean are not the run's
+
+
+def _tiny_locomo(root: Path) -> None:
+    convs = {"conv-a": [("Ana", "I adopted a grey kitten from the shelter on Monday."),
+                        ("Ben", "Nice! I started learning the cello at the community school."),
+                        ("Ana", "The kitten hides under the sofa and chases my shoelaces."),
+                        ("Ben", "My cello teacher wants me to play at the spring recital.")],
+             "conv-b": [("Cho", "We booked a ferry to the island for our anniversary."),
+                        ("Dan", "I finished my first marathon in just under four hours."),
+                        ("Cho", "The island has a lighthouse you can climb at sunset."),
+                        ("Dan", "My knees hurt for a week after the marathon.")]}
+    sessions = [{"sample_id": sid, "speaker_a": turns[0][0], "speaker_b": turns[1][0], "sessions": [
+        {"session": 1, "date_time": "3:10 pm on 4 March, 2024",
+         "turns": [{"dia_id": f"D1:{i + 1}", "speaker": who, "text": text} for i, (who, text) in enumerate(turns)]}]}
+        for sid, turns in convs.items()]
+    qa = [("conv-a", "What pet did Ana adopt?", ["D1:1"]), ("conv-a", "Which instrument is Ben learning?", ["D1:2"]),
+          ("conv-b", "How long did Dan's marathon take?", ["D1:2"]), ("conv-b", "What can you climb?", ["D1:3"])]
+    (root / "sessions.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sessions))
+    (root / "qa.jsonl").write_text("".join(
+        json.dumps({"sample_id": sid, "qa_idx": i, "question": q, "category": 4, "evidence_resolved": ev}) + "\n"
+        for i, (sid, q, ev) in enumerate(qa)))
+
+
+def _store(sid: str, memories: list[str], questions: list[tuple[str, str, list[int]]]) -> dict[str, object]:
+    return {"store": sid, "split": "train", "persona": "a test owner",
+            "memories": [{"id": f"{sid}-m{i}", "text": t, "language": "en", "occurred_at": "2025-03-01T09:00:00+00:00"}
+                         for i, t in enumerate(memories)],
+            "questions": [{"id": f"{sid}-q{i}", "text": t, "language": "en", "type": kind,
+                           "now": "2025-06-01T12:00:00+00:00", "answers": [f"{sid}-m{a}" for a in ans],
+                           **({"subtype": "task"} if kind == "unanswerable" else {})}
+                          for i, (t, kind, ans) in enumerate(questions)]}
+
+
+def test_a_whole_run_reports_both_settings_and_reuses_its_cache(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    locomo = tmp_path / "locomo"
+    locomo.mkdir()
+    _tiny_locomo(locomo)
+    everyday = tmp_path / "train.jsonl"
+    everyday.write_text("".join(json.dumps(s) + "\n" for s in (
+        _store("s1", ["My cat is called Mochi.", "I live in Leeds.", "I play tennis on Fridays."],
+               [("What is my cat called?", "direct", [0]), ("What is 17 times 3?", "unanswerable", [])]),
+        _store("s2", ["My sister Jo is a nurse.", "I drive a red van.", "I am allergic to peanuts."],
+               [("What car do I drive?", "direct", [1]), ("Can I eat satay?", "constraint", [2])]))))
+    argv = ["--locomo", str(locomo), "--everyday", str(everyday), "--workdir", str(tmp_path / "work"),
+            "--cache", str(tmp_path / "cache"), "--columns", "centred-idf,maxsim", "--json"]
+    assert est.main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    rows = first["rows"]
+    assert [(r["setting"], r["column"]) for r in rows] == [
+        (s, c) for s in ("A", "B") for c in ("without", "centred-idf", "maxsim")]
+    for r in rows:
+        assert 0 <= r["locomo_recall@5"] <= 1 and 0 <= r["locomo_mrr"] <= 1
+        assert r["train_answerable"] == 3 and 0 <= r["train_first"] <= 3
+        if r["column"] != "without":
+            up, down = r["locomo_up_down"]
+            assert up + down <= 4
+    assert {p.name for p in (tmp_path / "cache").iterdir()} == {"rows-use-m3.pkl", "e5-tokens.pkl"}
+    assert est.main(argv) == 0  # from the cache: the same figures
+    assert json.loads(capsys.readouterr().out)["rows"] == rows
+    with pytest.raises(SystemExit):
+        est.main([*argv[:-3], "--columns", "no-such-column"])
