@@ -11,6 +11,8 @@ import pytest
 from benchmarks import estimate_late_interaction as est
 from benchmarks import probe_late_interaction as probe
 
+from tests.locomo_files import write_locomo
+
 
 def test_columns_equal_the_reference_candidate_by_candidate() -> None:
     rng = np.random.default_rng(3)
@@ -44,27 +46,6 @@ def test_columns_equal_the_reference_candidate_by_candidate() -> None:
     assert not np.allclose(table[:, 3], table[:, 5])  # the store's idf and mean are not the run's
 
 
-def _tiny_locomo(root: Path) -> None:
-    convs = {"conv-a": [("Ana", "I adopted a grey kitten from the shelter on Monday."),
-                        ("Ben", "Nice! I started learning the cello at the community school."),
-                        ("Ana", "The kitten hides under the sofa and chases my shoelaces."),
-                        ("Ben", "My cello teacher wants me to play at the spring recital.")],
-             "conv-b": [("Cho", "We booked a ferry to the island for our anniversary."),
-                        ("Dan", "I finished my first marathon in just under four hours."),
-                        ("Cho", "The island has a lighthouse you can climb at sunset."),
-                        ("Dan", "My knees hurt for a week after the marathon.")]}
-    sessions = [{"sample_id": sid, "speaker_a": turns[0][0], "speaker_b": turns[1][0], "sessions": [
-        {"session": 1, "date_time": "3:10 pm on 4 March, 2024",
-         "turns": [{"dia_id": f"D1:{i + 1}", "speaker": who, "text": text} for i, (who, text) in enumerate(turns)]}]}
-        for sid, turns in convs.items()]
-    qa = [("conv-a", "What pet did Ana adopt?", ["D1:1"]), ("conv-a", "Which instrument is Ben learning?", ["D1:2"]),
-          ("conv-b", "How long did Dan's marathon take?", ["D1:2"]), ("conv-b", "What can you climb?", ["D1:3"])]
-    (root / "sessions.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sessions))
-    (root / "qa.jsonl").write_text("".join(
-        json.dumps({"sample_id": sid, "qa_idx": i, "question": q, "category": 4, "evidence_resolved": ev}) + "\n"
-        for i, (sid, q, ev) in enumerate(qa)))
-
-
 def _store(sid: str, memories: list[str], questions: list[tuple[str, str, list[int]]]) -> dict[str, object]:
     return {"store": sid, "split": "train", "persona": "a test owner",
             "memories": [{"id": f"{sid}-m{i}", "text": t, "language": "en", "occurred_at": "2025-03-01T09:00:00+00:00"}
@@ -79,7 +60,7 @@ def test_a_whole_run_reports_both_settings_and_reuses_its_cache(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     locomo = tmp_path / "locomo"
     locomo.mkdir()
-    _tiny_locomo(locomo)
+    write_locomo(locomo)
     everyday = tmp_path / "train.jsonl"
     everyday.write_text("".join(json.dumps(s) + "\n" for s in (
         _store("s1", ["My cat is called Mochi.", "I live in Leeds.", "I play tennis on Fridays."],

