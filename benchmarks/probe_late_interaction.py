@@ -280,9 +280,7 @@ def memroute_encoder(pooled: dict[str, str]) -> Encode:
         todo = [t for t in dict.fromkeys(texts) if (t, side) not in cache]
         others = {key: model.embed(todo, side) for key, model in models.items()} if todo else {}  # type: ignore[arg-type]
         for row, text in enumerate(todo):
-            vec, tokens = engine.embed_tokens(text, side)
-            ids = engine.token_ids(text, side)
-            ids = ids[len(ids) - len(tokens):]
+            vec, ids, tokens = engine.embed_tokens(text, side)
             vectors = {"e5": vec, **{key: np.asarray(v[row], np.float32) for key, v in others.items()}}
             cache[(text, side)] = Encoded(ids, tokens, vectors)
         return {t: cache[(t, side)] for t in texts}

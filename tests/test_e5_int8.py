@@ -109,17 +109,18 @@ def test_a_file_that_is_not_a_model_is_an_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("side", ["query", "passage"])
 def test_token_vectors_come_from_the_same_pass_without_prefix_or_special_tokens(model: E5Int8, side: str) -> None:
     for text in TEXTS:
-        pooled, tokens = model.embed_tokens(text, side)
+        pooled, ids, tokens = model.embed_tokens(text, side)
         assert np.allclose(pooled, model.embed([text], side)[0], atol=1e-6)
         # the text's own tokens: "query:" / "passage:" and <s> </s> are not among them
         assert tokens.shape == (len(model.tokenize(text)), 384)
+        assert ids == model.tokenize(text)
         assert np.allclose(np.linalg.norm(tokens, axis=1), 1.0, atol=1e-5)
 
 
 def test_a_token_vector_depends_on_its_context(model: E5Int8) -> None:
     # the same piece ("치과") in two sentences: contextual states, not a lookup table, yet still close
-    _, first = model.embed_tokens("내일 치과 예약해 줘", "query")
-    _, second = model.embed_tokens("치과 의사 선생님이 친절했어", "query")
+    _, _, first = model.embed_tokens("내일 치과 예약해 줘", "query")
+    _, _, second = model.embed_tokens("치과 의사 선생님이 친절했어", "query")
     ids_first, ids_second = model.tokenize("내일 치과 예약해 줘"), model.tokenize("치과 의사 선생님이 친절했어")
     shared = next(t for t in ids_first if t in ids_second)
     a, b = first[ids_first.index(shared)], second[ids_second.index(shared)]

@@ -312,8 +312,9 @@ class E5Int8:
         out: F32 = (vec / max(float(np.linalg.norm(vec)), 1e-6)).astype(np.float32)
         return out
 
-    def embed_tokens(self, text: str, side: str = "passage") -> tuple[F32, F32]:
-        """``text``'s pooled vector (as :meth:`embed` gives it) and its token vectors from the same pass.
+    def embed_tokens(self, text: str, side: str = "passage") -> tuple[F32, list[int], F32]:
+        """``text``'s pooled vector (as :meth:`embed` gives it), its own token ids and their vectors from the same
+        pass (row ``i`` of the vectors is token ``ids[i]``).
 
         The token vectors are the last hidden states of the text's own tokens, L2-normalised one by one, without
         ``<s>``, ``</s>`` and the ``query:`` / ``passage:`` prefix: the inputs of a late-interaction score
@@ -334,7 +335,7 @@ class E5Int8:
         pooled /= max(float(np.linalg.norm(pooled)), 1e-6)
         tokens: F32 = np.concatenate(rows).astype(np.float32) if rows else np.zeros((0, self.H), np.float32)
         tokens /= np.maximum(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-6)
-        return pooled, tokens
+        return pooled, list(ids[skip:]), tokens
 
     def _prefix_length(self, ids: Sequence[int], side: str) -> int:
         """How many of ``ids`` spell the side's prefix (``query:``), which the tokenizer keeps apart from the text
