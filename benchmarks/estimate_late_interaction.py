@@ -22,10 +22,11 @@ Columns (per store: a LoCoMo conversation, an everyday store; its memories are t
   ingest); ``centred-idf-fixed``: that mean and a df over every memory of the run too.
 
 Reported per setting and column: LoCoMo recall@5 / MRR, questions whose recall@5 rises / falls against the setting
-without a column (and a bootstrap interval of the change, resampling questions), and everyday train's answerable
-questions whose reranker-first candidate answers (``first``), with their MRR; and each column's mean Spearman
-correlation with the reranker's ``bm25``, ``keyword_overlap`` and ``cosine`` across one LoCoMo question's candidates
-(how much of it the reranker already had). Rows and token vectors are cached in ``--cache`` (reused when present).
+without a column (and bootstrap intervals of the recall@5 and MRR changes, resampling questions), and everyday
+train's answerable questions whose reranker-first candidate answers (``first``), with their MRR; and each column's mean
+Spearman correlation with the reranker's ``bm25``, ``keyword_overlap`` and ``cosine`` across one LoCoMo question's
+candidates (how much of it the reranker already had). Rows and token vectors are cached in ``--cache`` (reused when
+present).
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.estimate_late_interaction --embedder use-m3 \
         --workdir /tmp/li/lm3 --cache /tmp/li [--columns centred-idf,maxsim-idf] [--json]
@@ -238,6 +239,13 @@ def held_out(rows: dict[str, list[dict[str, Any]]], share: float, l2: float, col
     return lo, out
 
 
+def _bootstrap(change: Array) -> list[float]:
+    """A 95 % interval of the mean of ``change`` (1,000 resamples of questions, a fixed seed)."""
+    rng = np.random.default_rng(0)
+    boot = [float(change[rng.integers(0, len(change), len(change))].mean()) for _ in range(1000)]
+    return [round(float(np.percentile(boot, q)), 4) for q in (2.5, 97.5)]
+
+
 def compare(rows: dict[str, list[dict[str, Any]]], columns: Sequence[str], limit: int = 50) -> list[dict[str, Any]]:
     """Per setting, the figures without a column and with each of ``columns``."""
     from memroute.eval.recall_eval import L2
@@ -245,23 +253,23 @@ def compare(rows: dict[str, list[dict[str, Any]]], columns: Sequence[str], limit
     answerable = sum(1 for r in rows["everyday"] if r["answerable"])
     report = []
     for setting, share, l2, small in (("A", 0.0, L2, False), ("B", 0.25, 1.0, True)):
-        base: tuple[Any, Any] | None = None
+        base: tuple[Any, Any, Any] | None = None
         for name in (None, *columns):
             lo, ev = held_out(rows, share, l2, None if name is None else COLUMNS.index(name), small, limit)
             r5 = np.array([lo[k]["recall@5"] for k in sorted(lo)])
+            rr = np.array([lo[k]["mrr"] for k in sorted(lo)])
             row: dict[str, Any] = {
                 "setting": setting, "column": name or "without", "locomo_recall@5": round(float(r5.mean()), 4),
                 "locomo_mrr": round(float(np.mean([s["mrr"] for s in lo.values()])), 4),
                 "train_first": sum(a for a, _ in ev.values()), "train_answerable": answerable,
                 "train_mrr": round(sum(b for _, b in ev.values()) / max(answerable, 1), 3)}
             if base is None:
-                base = (r5, ev)
+                base = (r5, ev, rr)
             else:
                 d = r5 - base[0]
-                rng = np.random.default_rng(0)
-                boot = [float(d[rng.integers(0, len(d), len(d))].mean()) for _ in range(1000)]
                 row["locomo_up_down"] = [int((d > 0).sum()), int((d < 0).sum())]
-                row["locomo_change_95"] = [round(float(np.percentile(boot, q)), 4) for q in (2.5, 97.5)]
+                row["locomo_change_95"] = _bootstrap(d)
+                row["locomo_mrr_change_95"] = _bootstrap(rr - base[2])
                 row["train_first_up_down"] = [sum(a and not base[1][k][0] for k, (a, _) in ev.items()),
                                               sum(base[1][k][0] and not a for k, (a, _) in ev.items())]
             report.append(row)

@@ -13,7 +13,10 @@ n-gram branches (2, 3 and 5 pieces) and a layer norm (``feats``, 1280-d a piece)
 - ``deep``: ``projected`` passed alone through the deep net (a one-piece "sentence"), so it lands in the space of
   the sentence vectors;
 - ``deep3``: the sentence formula over the piece and its two neighbours (a three-piece window inside the text,
-  ``sum feats / sqrt(3)``) through the deep net: the net's input as it is for sentences, not for a single piece.
+  ``sum feats / sqrt(3)``) through the deep net: the net's input as it is for sentences, not for a single piece;
+- ``gated``: ``projected`` through the deep net linearised at the text's own sentence input (its ReLU gates and
+  tanh slope, as they are for the whole text): the piece's first-order share of the sentence vector, so the pieces'
+  rows sum to the linearised sentence (added after the other forms' figures had been read).
 
 The sentence vector is computed from the same ``feats`` and returned beside them (it equals the package's own
 ``encode`` within float32 rounding: ``tests/test_use_m3_tokens.py``).
@@ -28,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 F32 = npt.NDArray[np.float32]
-FORMS = ("static", "feats", "projected", "deep", "deep3")
+FORMS = ("static", "feats", "projected", "deep", "deep3", "gated")
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,21 @@ class UseM3Tokens:
         y2 = np.maximum(y1 @ b.d2, 0)
         return _unit(np.tanh(y1 @ b.p3 + y2 @ b.d3))
 
+    def gated(self, mean: F32, rows: F32) -> F32:
+        """``rows`` through the deep net with the gates (ReLU masks, tanh slope) it has at the sentence input
+        ``mean`` (one row): a linear map, so the rows' sum maps to the linearised sentence; L2-normalised rows."""
+        b = self._b
+        g0 = (mean @ b.d0) > 0
+        y0 = np.maximum(mean @ b.d0, 0)
+        g1 = (mean @ b.p1 + y0 @ b.d1) > 0
+        y1 = np.maximum(mean @ b.p1 + y0 @ b.d1, 0)
+        g2 = (y1 @ b.d2) > 0
+        slope = 1 - np.tanh(y1 @ b.p3 + np.maximum(y1 @ b.d2, 0) @ b.d3) ** 2
+        r0 = (rows @ b.d0) * g0
+        r1 = (rows @ b.p1 + r0 @ b.d1) * g1
+        r2 = (r1 @ b.d2) * g2
+        return _unit((r1 @ b.p3 + r2 @ b.d3) * slope)
+
     def feats(self, ids: list[int]) -> tuple[F32, F32]:
         """The dequantised table rows and the layer-normed ``feats`` of one text's pieces (``<s>`` .. ``</s>``)."""
         b, pkg = self._b, self._pkg
@@ -89,7 +107,8 @@ class UseM3Tokens:
         ids = b.sp.encode(text, out_type=int, add_bos=True, add_eos=True)
         emb, feats = self.feats(ids)
         n = len(ids)
-        vector = self.deep(((feats.sum(axis=0) @ b.cnn_W + n * b.cnn_b) / np.sqrt(n))[None, :])[0]
+        mean = ((feats.sum(axis=0) @ b.cnn_W + n * b.cnn_b) / np.sqrt(n))[None, :]
+        vector = self.deep(mean)[0]
         inner = slice(1, n - 1)
         projected = feats @ b.cnn_W + b.cnn_b
         # a piece and its two neighbours (an inner piece always has both: <s> and </s> count)
@@ -99,5 +118,6 @@ class UseM3Tokens:
         width = np.full((len(window), 1), 3.0, np.float32)
         forms = {"static": _unit(emb[inner]), "feats": _unit(feats[inner]), "projected": _unit(projected[inner]),
                  "deep": self.deep(projected[inner]),
-                 "deep3": self.deep((window @ b.cnn_W + width * b.cnn_b) / np.sqrt(width))}
+                 "deep3": self.deep((window @ b.cnn_W + width * b.cnn_b) / np.sqrt(width)),
+                 "gated": self.gated(mean, projected[inner])}
         return TokenPass(np.asarray(vector, np.float32), list(ids[1:-1]), forms)

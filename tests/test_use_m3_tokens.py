@@ -57,3 +57,13 @@ def test_the_estimate_reads_use_m3_tokens_on_both_sides(model: UseM3Tokens) -> N
     assert np.allclose(cache[("passage", TEXTS[1])].tokens, expect.forms["projected"], atol=1e-3)  # float16
     with pytest.raises(ValueError, match="use-m3:FORM"):
         est.fill_tokens([("query", "another text")], cache, "use-m3:nothing")
+
+
+def test_gated_is_linear_in_the_rows_unlike_deep(model: UseM3Tokens) -> None:
+    rng = np.random.default_rng(2)
+    mean = rng.normal(size=(1, 512)).astype(np.float32)
+    rows = rng.normal(size=(4, 512)).astype(np.float32)
+    assert np.allclose(model.gated(mean, -rows), -model.gated(mean, rows), atol=1e-5)
+    assert not np.allclose(model.deep(-rows), -model.deep(rows), atol=1e-3)  # ReLUs gate each row by itself
+    # the gates are the sentence input's own: rows along that input keep its direction whatever their length
+    assert float(model.gated(mean, 3 * mean)[0] @ model.gated(mean, mean)[0]) == pytest.approx(1.0, abs=1e-5)
