@@ -5,7 +5,8 @@ same evidence still adds anything once BM25, the vector search over windows and 
 encoder it collects the reranker's candidate rows as ``memroute eval recall --loo`` / ``--fit`` see them (LoCoMo,
 and the everyday **train** split: the fitting sets, never dev), adds one column per candidate (its MaxSim against the
 question: question tokens on the query side, the memory's text on the passage side, from
-:meth:`memroute.embed.e5_int8.E5Int8.embed_tokens`), and refits the reranker with and without it:
+:meth:`memroute.embed.e5_int8.E5Int8.embed_tokens`, or with ``--tokens use-m3:FORM`` from use-m3's own pass,
+:mod:`benchmarks.use_m3_tokens`), and refits the reranker with and without it:
 
 - setting ``A`` (use-m3's shipped setting): LoCoMo alone, L2 :data:`memroute.eval.recall_eval.L2`; LoCoMo scored
   leave one conversation out, everyday train by the fit on all of LoCoMo;
@@ -21,9 +22,11 @@ Columns (per store: a LoCoMo conversation, an everyday store; its memories are t
   ingest); ``centred-idf-fixed``: that mean and a df over every memory of the run too.
 
 Reported per setting and column: LoCoMo recall@5 / MRR, questions whose recall@5 rises / falls against the setting
-without a column (and a bootstrap interval of the change, resampling questions), and everyday train's answerable
-questions whose reranker-first candidate answers (``first``), with their MRR. Rows and token vectors are cached in
-``--cache`` (reused when present).
+without a column (and bootstrap intervals of the recall@5 and MRR changes, resampling questions), and everyday
+train's answerable questions whose reranker-first candidate answers (``first``), with their MRR; and each column's mean
+Spearman correlation with the reranker's ``bm25``, ``keyword_overlap`` and ``cosine`` across one LoCoMo question's
+candidates (how much of it the reranker already had). Rows and token vectors are cached in ``--cache`` (reused when
+present).
 
     OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.estimate_late_interaction --embedder use-m3 \
         --workdir /tmp/li/lm3 --cache /tmp/li [--columns centred-idf,maxsim-idf] [--json]
@@ -89,17 +92,33 @@ class Passages:
         return np.asarray(table[[self.pos[i] for i in ids]], np.float64)
 
 
-def e5_tokens(texts: Sequence[tuple[str, str]], cache: dict[tuple[str, str], Encoded]) -> None:
-    """Fill ``cache`` with e5's token ids and vectors of each ``(side, text)`` not yet in it."""
+def fill_tokens(texts: Sequence[tuple[str, str]], cache: dict[tuple[str, str], Encoded], source: str = "e5") -> None:
+    """Fill ``cache`` with the token ids and vectors of each ``(side, text)`` not yet in it: e5's (``source``
+    ``"e5"``), or use-m3's of one form of :data:`benchmarks.use_m3_tokens.FORMS` (``"use-m3:projected"``; use-m3
+    has no query / passage side, so both sides get the same vectors)."""
     todo = [k for k in dict.fromkeys(texts) if k not in cache]
     if not todo:
         return
-    from memroute.embed.e5_int8 import E5Int8, packaged_weights
+    if source == "e5":
+        from memroute.embed.e5_int8 import E5Int8, packaged_weights
 
-    engine = E5Int8(packaged_weights())
+        engine = E5Int8(packaged_weights())
+        for side, text in todo:
+            _, ids, tokens = engine.embed_tokens(text, side)
+            cache[(side, text)] = Encoded(ids, tokens.astype(np.float16), {})
+        return
+    from benchmarks.use_m3_tokens import FORMS, UseM3Tokens
+
+    form = source.removeprefix("use-m3:")
+    if not source.startswith("use-m3:") or form not in FORMS:
+        raise ValueError(f"unknown token source {source!r}: e5, or use-m3:FORM with FORM one of {', '.join(FORMS)}")
+    model = UseM3Tokens()
+    done: dict[str, Encoded] = {}
     for side, text in todo:
-        _, ids, tokens = engine.embed_tokens(text, side)
-        cache[(side, text)] = Encoded(ids, tokens.astype(np.float16), {})
+        if text not in done:
+            p = model.encode(text)
+            done[text] = Encoded(p.ids, p.forms[form].astype(np.float16), {})
+        cache[(side, text)] = done[text]
 
 
 def collect(embedder: str, locomo: Path, everyday: Path, workdir: Path) -> dict[str, list[dict[str, Any]]]:
@@ -135,12 +154,13 @@ def collect(embedder: str, locomo: Path, everyday: Path, workdir: Path) -> dict[
     return rows
 
 
-def add_columns(rows: dict[str, list[dict[str, Any]]], tokens: dict[tuple[str, str], Encoded]) -> None:
-    """Each row's ``m``: its candidates' :data:`COLUMNS`; a store's passages are all its memories (a LoCoMo
-    conversation's turns, an everyday store's memories)."""
+def add_columns(rows: dict[str, list[dict[str, Any]]], tokens: dict[tuple[str, str], Encoded],
+                source: str = "e5") -> None:
+    """Each row's ``m``: its candidates' :data:`COLUMNS` over ``source``'s token vectors (:func:`fill_tokens`); a
+    store's passages are all its memories (a LoCoMo conversation's turns, an everyday store's memories)."""
     every = [r for rs in rows.values() for r in rs]
-    e5_tokens([("query", r["text"]) for r in every] + [("passage", t) for r in every for t in r["memories"].values()],
-              tokens)
+    fill_tokens([("query", r["text"]) for r in every]
+                + [("passage", t) for r in every for t in r["memories"].values()], tokens, source)
     texts: dict[str, dict[str, str]] = {}
     for r in every:
         texts.setdefault(r["group"], {}).update(r["memories"])
@@ -219,6 +239,13 @@ def held_out(rows: dict[str, list[dict[str, Any]]], share: float, l2: float, col
     return lo, out
 
 
+def _bootstrap(change: Array) -> list[float]:
+    """A 95 % interval of the mean of ``change`` (1,000 resamples of questions, a fixed seed)."""
+    rng = np.random.default_rng(0)
+    boot = [float(change[rng.integers(0, len(change), len(change))].mean()) for _ in range(1000)]
+    return [round(float(np.percentile(boot, q)), 4) for q in (2.5, 97.5)]
+
+
 def compare(rows: dict[str, list[dict[str, Any]]], columns: Sequence[str], limit: int = 50) -> list[dict[str, Any]]:
     """Per setting, the figures without a column and with each of ``columns``."""
     from memroute.eval.recall_eval import L2
@@ -226,27 +253,49 @@ def compare(rows: dict[str, list[dict[str, Any]]], columns: Sequence[str], limit
     answerable = sum(1 for r in rows["everyday"] if r["answerable"])
     report = []
     for setting, share, l2, small in (("A", 0.0, L2, False), ("B", 0.25, 1.0, True)):
-        base: tuple[Any, Any] | None = None
+        base: tuple[Any, Any, Any] | None = None
         for name in (None, *columns):
             lo, ev = held_out(rows, share, l2, None if name is None else COLUMNS.index(name), small, limit)
             r5 = np.array([lo[k]["recall@5"] for k in sorted(lo)])
+            rr = np.array([lo[k]["mrr"] for k in sorted(lo)])
             row: dict[str, Any] = {
                 "setting": setting, "column": name or "without", "locomo_recall@5": round(float(r5.mean()), 4),
                 "locomo_mrr": round(float(np.mean([s["mrr"] for s in lo.values()])), 4),
                 "train_first": sum(a for a, _ in ev.values()), "train_answerable": answerable,
                 "train_mrr": round(sum(b for _, b in ev.values()) / max(answerable, 1), 3)}
             if base is None:
-                base = (r5, ev)
+                base = (r5, ev, rr)
             else:
                 d = r5 - base[0]
-                rng = np.random.default_rng(0)
-                boot = [float(d[rng.integers(0, len(d), len(d))].mean()) for _ in range(1000)]
                 row["locomo_up_down"] = [int((d > 0).sum()), int((d < 0).sum())]
-                row["locomo_change_95"] = [round(float(np.percentile(boot, q)), 4) for q in (2.5, 97.5)]
+                row["locomo_change_95"] = _bootstrap(d)
+                row["locomo_mrr_change_95"] = _bootstrap(rr - base[2])
                 row["train_first_up_down"] = [sum(a and not base[1][k][0] for k, (a, _) in ev.items()),
                                               sum(base[1][k][0] and not a for k, (a, _) in ev.items())]
             report.append(row)
     return report
+
+
+def correlations(rows: Sequence[dict[str, Any]], columns: Sequence[str],
+                 features: Sequence[str] = ("bm25", "keyword_overlap", "cosine")) -> dict[str, dict[str, float]]:
+    """Per column, its mean Spearman correlation with each of ``features`` across one question's candidates
+    (questions with at least five): how much of what the column ranks by the reranker already has."""
+    from memroute.retrieval import FEATURES
+
+    def ranks(v: Array) -> Array:
+        return np.asarray(np.argsort(np.argsort(v, kind="stable"), kind="stable"), np.float64)
+
+    out: dict[str, dict[str, list[float]]] = {c: {f: [] for f in features} for c in columns}
+    for r in rows:
+        if len(r["ids"]) < 5:
+            continue
+        for c in columns:
+            a = ranks(r["m"][:, COLUMNS.index(c)])
+            for f in features:
+                b = ranks(r["x"][:, FEATURES.index(f)])
+                if a.std() > 0 and b.std() > 0:
+                    out[c][f].append(float(np.corrcoef(a, b)[0, 1]))
+    return {c: {f: round(float(np.mean(v)), 3) for f, v in fs.items() if v} for c, fs in out.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -257,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, required=True, help="LoCoMo's stores (built once, reused)")
     parser.add_argument("--cache", type=Path, required=True, help="where rows and token vectors are kept")
     parser.add_argument("--columns", default=",".join(COLUMNS), help=f"comma-separated, of {', '.join(COLUMNS)}")
+    parser.add_argument("--tokens", default="e5", help="whose token vectors: e5 (default), or use-m3:FORM (FORM "
+                        "one of benchmarks.use_m3_tokens.FORMS, e.g. use-m3:projected)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     columns = [c for c in args.columns.split(",") if c]
@@ -266,18 +317,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     args.cache.mkdir(parents=True, exist_ok=True)
     rows_file = args.cache / f"rows-{args.embedder}.pkl"
-    tokens_file = args.cache / "e5-tokens.pkl"
+    tokens_file = args.cache / f"{args.tokens.replace(':', '-')}-tokens.pkl"
     if rows_file.exists():
         rows = pickle.loads(rows_file.read_bytes())
     else:
         rows = collect(args.embedder, args.locomo, args.everyday, args.workdir)
         rows_file.write_bytes(pickle.dumps(rows))
     tokens = pickle.loads(tokens_file.read_bytes()) if tokens_file.exists() else {}
-    add_columns(rows, tokens)
+    add_columns(rows, tokens, args.tokens)
     tokens_file.write_bytes(pickle.dumps(tokens))
     report = compare(rows, columns)
-    out = {"embedder": args.embedder, "seconds": round(time.perf_counter() - t0, 1),
-           "cpu_seconds": round(time.process_time() - c0, 1), "rows": report}
+    out = {"embedder": args.embedder, "tokens": args.tokens, "seconds": round(time.perf_counter() - t0, 1),
+           "cpu_seconds": round(time.process_time() - c0, 1), "rows": report,
+           "locomo_spearman": correlations(rows["locomo"], columns)}
     print(json.dumps(out, ensure_ascii=False, indent=None if args.json else 1))
     return 0
 

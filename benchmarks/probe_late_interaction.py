@@ -15,6 +15,8 @@ against a candidate ``d`` (Khattab & Zaharia 2020, ColBERT):
 - ``maxsim-centred``: ``maxsim`` after taking from every token vector (both sides) the mean token vector of the
   ranking's candidate texts and normalising again: e5's token vectors share one direction, as its pooled vectors
   do (which is why memroute's routing encoder centres e5's pooled vectors);
+- ``centred-idf``: both at once, ``maxsim-centred``'s best matches weighted as ``maxsim-idf``'s (added after the
+  probe, by :mod:`benchmarks.estimate_late_interaction`, where it was the column that paid);
 - ``blend(A, B)``: z-scores of A and B over the candidates of one ranking, summed with equal weights (no weight
   is fitted); ``blend(pooled-default, pooled-e5)`` is the control: two pooled encoders, no token in it.
 
@@ -61,6 +63,9 @@ class Encoded:
     tokens: np.ndarray
     pooled: dict[str, np.ndarray]
 
+
+LATE = ("maxsim", "maxsim-idf", "symmetric", "maxsim-centred", "centred-idf")
+"""The late-interaction variants :func:`score_table` scores (and blends with each pooled score)."""
 
 Encode = Callable[[Sequence[str], str], dict[str, Encoded]]
 """(distinct texts, side) → each text's :class:`Encoded`."""
@@ -134,13 +139,14 @@ def score_table(query: Encoded, ranking: Ranking) -> dict[str, np.ndarray]:
         out["maxsim-idf"] = (best * w[:, None]).sum(axis=0) / max(float(w.sum()), 1e-9)
         out["symmetric"] = (out["maxsim"] + back) / 2
         out["maxsim-centred"] = centred.mean(axis=0)
+        out["centred-idf"] = (centred * w[:, None]).sum(axis=0) / max(float(w.sum()), 1e-9)
     else:
-        for late in ("maxsim", "maxsim-idf", "symmetric", "maxsim-centred"):
+        for late in LATE:
             out[late] = np.zeros(ranking.n)
     if "e5" in ranking.pooled and "default" in ranking.pooled:
         out["blend(pooled-default, pooled-e5)"] = _z(out["pooled-default"]) + _z(out["pooled-e5"])
     for base in ranking.pooled:
-        for late in ("maxsim", "maxsim-idf", "symmetric", "maxsim-centred"):
+        for late in LATE:
             out[f"blend(pooled-{base}, {late})"] = _z(out[f"pooled-{base}"]) + _z(out[late])
     return out
 
@@ -211,15 +217,16 @@ def probe_route(encode: Encode) -> dict[str, Any]:
     return results
 
 
-def probe_recall(encode: Encode, path: Path = EVERYDAY_TRAIN) -> dict[str, Any]:
+def probe_recall(encode: Encode, path: Path = EVERYDAY_TRAIN,
+                 pooled: Sequence[str] = ("e5", "default", "pair")) -> dict[str, Any]:
     """First-memory and first-three figures per variant on the everyday stores of ``path`` (answerable questions;
-    a store's memories are its candidates)."""
+    a store's memories are its candidates; ``pooled``: the pooled scores ``encode`` gives)."""
     hits: dict[str, dict[str, list[tuple[bool, bool]]]] = {}
     for store in _read(path):
         memories = store["memories"]
         mem_enc = encode([m["text"] for m in memories], "passage")
         cands = [mem_enc[m["text"]] for m in memories]
-        ranking = Ranking(cands, ("e5", "default", "pair"))
+        ranking = Ranking(cands, pooled)
         questions = [q for q in store["questions"] if q["type"] != "unanswerable"]
         q_enc = encode([q["text"] for q in questions], "query")
         for q in questions:
@@ -232,7 +239,7 @@ def probe_recall(encode: Encode, path: Path = EVERYDAY_TRAIN) -> dict[str, Any]:
     return _summary(hits, top3=True)
 
 
-def probe_locomo(encode: Encode, path: Path = LOCOMO) -> dict[str, Any]:
+def probe_locomo(encode: Encode, path: Path = LOCOMO, pooled: Sequence[str] = ("e5", "default")) -> dict[str, Any]:
     """Recall@5 of the evidence turns per variant on LoCoMo (``../shared/data/locomo_retrieval``, the project's
     fitting set for recall): each conversation's turns (``Speaker: text``, a shared photo as its caption, as
     :mod:`memroute.eval.locomo` makes them, without the neighbouring turns memroute embeds beside them) are the
@@ -244,7 +251,7 @@ def probe_locomo(encode: Encode, path: Path = LOCOMO) -> dict[str, Any]:
     for conv in load_locomo(path):
         texts = [f"{t.speaker}: {t.text}" for t in conv.turns]
         enc = encode(texts, "passage")
-        ranking = Ranking([enc[t] for t in texts], ("e5", "default"))
+        ranking = Ranking([enc[t] for t in texts], pooled)
         ids = [t.id for t in conv.turns]
         questions = [q for q in conv.questions if q.evidence]
         q_enc = encode([q.text for q in questions], "query")

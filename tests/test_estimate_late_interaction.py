@@ -85,3 +85,20 @@ def test_a_whole_run_reports_both_settings_and_reuses_its_cache(tmp_path: Path,
     assert json.loads(capsys.readouterr().out)["rows"] == rows
     with pytest.raises(SystemExit):
         est.main([*argv[:-3], "--columns", "no-such-column"])
+
+
+def test_correlations_read_each_question_s_candidates_apart() -> None:
+    from memroute.retrieval import FEATURES
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for n in (6, 9, 3):  # the question with three candidates is left out
+        x = rng.normal(size=(n, len(FEATURES)))
+        m = np.zeros((n, len(est.COLUMNS)))
+        m[:, est.COLUMNS.index("maxsim")] = 2 * x[:, FEATURES.index("bm25")] + 100 * len(rows)  # bm25's order
+        m[:, est.COLUMNS.index("maxsim-idf")] = -x[:, FEATURES.index("cosine")]  # cosine's reversed
+        rows.append({"ids": tuple(range(n)), "x": x, "m": m})
+    corr = est.correlations(rows, ["maxsim", "maxsim-idf"])
+    assert corr["maxsim"]["bm25"] == pytest.approx(1.0)
+    assert corr["maxsim-idf"]["cosine"] == pytest.approx(-1.0)
+    assert abs(corr["maxsim"]["cosine"]) < 1

@@ -67,6 +67,8 @@ def test_stacked_scores_equal_the_reference_candidate_by_candidate() -> None:
         assert table["symmetric"][i] == pytest.approx(both, abs=1e-5)
         assert table["maxsim-centred"][i] == pytest.approx(
             probe.maxsim(centred(query.tokens), centred(c.tokens)), abs=1e-5)
+        assert table["centred-idf"][i] == pytest.approx(
+            probe.maxsim(centred(query.tokens), centred(c.tokens), w), abs=1e-5)
 
 
 STORE = {  # written for this test: one small store, two questions (no evaluation data)
