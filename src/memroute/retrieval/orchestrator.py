@@ -196,7 +196,9 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     t0 = time.perf_counter()
     feats = features(candidates, analysis, ref_now)
     reranker = model or reranker_for(embedder.model_id)  # per encoder: its cosine scale
-    probs = reranker.score(feats) if opts.rerank else None
+    # the searches ran out of matches: the candidates are a small store's all (a model may weigh them apart)
+    small = len(candidates) < opts.max_candidates
+    probs = reranker.score(feats, small) if opts.rerank else None
     prob = probs.tolist() if probs is not None else None  # Python floats once, not a numpy scalar per use
     feature_rows = [dict(zip(FEATURES, row, strict=True)) for row in feats.tolist()]  # floats once, not per use
     rerank_ms = (time.perf_counter() - t0) * 1000

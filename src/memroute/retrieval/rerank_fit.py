@@ -14,15 +14,18 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.errors import InputError
-from memroute.retrieval.rerank import FEATURES, RerankModel
+from memroute.retrieval.rerank import FEATURES, RerankModel, with_small
 
 Array = npt.NDArray[np.float64]
 
 
-def fit_reranker(x: Array, y: Array, l2: float = 1.0, iterations: int = 50, fitted_on: str = "") -> RerankModel:
+def fit_reranker(x: Array, y: Array, l2: float = 1.0, iterations: int = 50, fitted_on: str = "",
+                 weight: Array | None = None, small: Array | None = None) -> RerankModel:
+    """``weight``: one per row (data sets weighed); ``small``: one flag per row (its question's candidates are
+    a small store's all): the model then has :data:`~memroute.retrieval.rerank.SMALL_FEATURES` too."""
     if x.ndim != 2 or x.shape[1] != len(FEATURES) or len(x) != len(y):
         raise InputError(f"training data must be (n, {len(FEATURES)}) features with n labels")
-    w, bias, mean, scale = fit_logistic(x, y, l2, iterations)
+    w, bias, mean, scale = fit_logistic(x if small is None else with_small(x, small), y, l2, iterations, weight)
     return RerankModel(tuple(float(v) for v in w), bias, tuple(float(v) for v in mean),
                        tuple(float(v) for v in scale), fitted_on)
 
