@@ -45,6 +45,7 @@ from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
 from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, interaction, reranker_for
 from memroute.retrieval import rerank as rerank_module
+from memroute.retrieval.rerank import LATE
 from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.text import query_terms
 
@@ -64,14 +65,18 @@ class FitSettings:
     everyday_share: float = 0.0
     """The share of the fit's weight on the everyday train split's candidates (0: LoCoMo alone). Above 0
     the model also has weights of its own for small stores (:data:`memroute.retrieval.rerank.SMALL_FEATURES`)."""
+    late: bool = False
+    """Fit the late-interaction column (:data:`memroute.retrieval.rerank.LATE`) too: for embedders that give
+    token vectors (the recalls trace it)."""
 
 
-FIT_SETTINGS = {"use-m3+e5-small": FitSettings(l2=1.0, everyday_share=0.25)}
+FIT_SETTINGS = {"use-m3+e5-small": FitSettings(l2=1.0, everyday_share=0.25, late=True)}
 """Per embedder name, else :class:`FitSettings`'s defaults. Chosen by leave-one-group-out over LoCoMo's
 conversations and the everyday train stores (docs/benchmarks.md, Everyday recall, tenth pass): for the pair,
 small-store weights fitted with a quarter of the weight on everyday train put the answer first for 149 of
 train's 225 answerable questions held out by store (137 with LoCoMo alone), LoCoMo recall@5 0.753 held out;
-for use-m3 they gained 1 question and cost LoCoMo 0.003, so use-m3 keeps LoCoMo alone."""
+for use-m3 they gained 1 question and cost LoCoMo 0.003, so use-m3 keeps LoCoMo alone. The pair also reads
+late interaction (the twelfth pass), as the eleventh pass's estimate recommended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,13 @@ class EverydayRun:
     labelled: npt.NDArray[np.bool_]
     """Candidates counted in the fit (stale and related memories are neither answers nor misses)."""
     small: bool
+    late: npt.NDArray[np.float64]
+    """Each candidate's late-interaction score as traced (NaN where it has none)."""
+
+
+def late_column(cands: Sequence[CandidateTrace]) -> npt.NDArray[np.float64]:
+    """The candidates' traced late-interaction scores (:data:`LATE`), NaN where a candidate has none."""
+    return np.array([c.features.get(LATE, np.nan) for c in cands], dtype=np.float64)
 
 
 def everyday_runs(embedder: str, max_candidates: int) -> list[EverydayRun]:
@@ -96,7 +108,7 @@ def everyday_runs(embedder: str, max_candidates: int) -> list[EverydayRun]:
         x = np.array([[c.features.get(f, 0.0) for f in FEATURES] for c in cands], dtype=np.float64)
         out.append(EverydayRun(t.group, t.answers, t.answerable, tuple(c.id for c in cands),
                                x.reshape(len(cands), len(FEATURES)), np.array([c.id not in t.ignore for c in cands]),
-                               len(cands) < max_candidates))
+                               len(cands) < max_candidates, late_column(cands)))
     return [r for r in out if r.ids]
 
 
@@ -104,16 +116,19 @@ def fit_model(runs: Sequence[QuestionRun], everyday: Sequence[EverydayRun], sett
               max_candidates: int, fitted_on: str) -> RerankModel:
     """The reranker fitted on LoCoMo's ``runs`` and, when ``settings`` give them a share, ``everyday``'s."""
     x, y = training_rows(runs)
+    late = np.concatenate([r.late for r in runs if r.ids]) if settings.late else None
     if settings.everyday_share <= 0 or not everyday:
-        return fit_reranker(x, y, l2=settings.l2, fitted_on=fitted_on)
+        return fit_reranker(x, y, l2=settings.l2, fitted_on=fitted_on, late=late)
     small = np.concatenate([np.full(len(r.ids), float(len(r.ids) < max_candidates)) for r in runs if r.ids])
     xe = np.vstack([r.features[r.labelled] for r in everyday])
     ye = np.concatenate([np.array([float(i in r.answers) for i in r.ids])[r.labelled] for r in everyday])
     se = np.concatenate([np.full(int(r.labelled.sum()), float(r.small)) for r in everyday])
+    if late is not None:
+        late = np.concatenate([late, *(r.late[r.labelled] for r in everyday)])
     n, share = len(y) + len(ye), settings.everyday_share
     weight = np.concatenate([np.full(len(y), (1 - share) * n / len(y)), np.full(len(ye), share * n / len(ye))])
     return fit_reranker(np.vstack([x, xe]), np.concatenate([y, ye]), l2=settings.l2, fitted_on=fitted_on,
-                        weight=weight, small=np.concatenate([small, se]))
+                        weight=weight, small=np.concatenate([small, se]), late=late)
 
 
 def first_answers(model: RerankModel, everyday: Sequence[EverydayRun]) -> tuple[int, float]:
@@ -123,7 +138,7 @@ def first_answers(model: RerankModel, everyday: Sequence[EverydayRun]) -> tuple[
     for r in everyday:
         if not r.answerable:
             continue
-        p = model.score(r.features, r.small)
+        p = model.score(r.features, r.small, r.late)
         ranked = [r.ids[j] for j in sorted(range(len(r.ids)), key=lambda j: (-p[j], j))]
         first += ranked[0] in r.answers
         k = next((i for i, mid in enumerate(ranked) if mid in r.answers), None)
@@ -147,6 +162,8 @@ class QuestionRun:
     judged: TrainingQuestion
     """What the judge saw of the first five (for ``--fit-judge`` and the injection figures), with the
     interaction model's rows when ``pairs`` was asked for."""
+    late: npt.NDArray[np.float64]
+    """Each candidate's late-interaction score as traced (NaN where it has none)."""
 
 
 def scores(ranking: Sequence[str], evidence: frozenset[str]) -> dict[str, float]:
@@ -230,7 +247,8 @@ def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions,
                                     result.trace, frozenset(q.evidence), "locomo", conv.sample_id,
                                     limit=options.limit,
                                     pairs=question_pairs(mem, conv.sample_id, result.trace, q.evidence, "locomo",
-                                                         conv.sample_id) if pairs else None)))
+                                                         conv.sample_id) if pairs else None),
+                                late_column(cands)))
     return runs
 
 
@@ -241,7 +259,7 @@ def rescore(runs: Sequence[QuestionRun], model: RerankModel,
         if not r.ids:
             out.append((r.category, scores((), r.evidence)))
             continue
-        p = model.score(r.features, len(r.ids) < max_candidates)
+        p = model.score(r.features, len(r.ids) < max_candidates, r.late)
         order = sorted(range(len(r.ids)), key=lambda j: (-p[j], j))
         out.append((r.category, scores([r.ids[j] for j in order], r.evidence)))
     return out

@@ -29,7 +29,7 @@ from memroute.errors import InputError
 from memroute.llm.frame import query_frame
 from memroute.llm.steps import LlmAssistant
 from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
-from memroute.retrieval import changes, constraints, decide, interaction, judge
+from memroute.retrieval import changes, constraints, decide, interaction, judge, late
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
@@ -38,6 +38,7 @@ from memroute.retrieval.llm_steps import LlmJudgement, expand_with_llm, rerank_w
 from memroute.retrieval.options import Fusion, RecallOptions, Strategy
 from memroute.retrieval.rerank import (
     FEATURES,
+    LATE,
     Candidate,
     RerankModel,
     features,
@@ -193,14 +194,29 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     candidates = [Candidate(items[i], s, rank, {n: d[i] for n, d in per_list.items() if i in d},
                             float(vectors[i] @ qvec) if qvec is not None and i in vectors else 0.0)
                   for rank, (i, s) in enumerate(pool)]
+    late_column = None
+    if out.query_token_vectors is not None:  # the embedder gives token vectors: late interaction
+        t0 = time.perf_counter()
+        ids = [c.memory.id for c in candidates]
+        stored = yield Call("get_token_vectors", (ids, owner, len(out.query_token_vectors.vectors[0])))
+        n_docs, df = yield Call("token_df", ([int(t) for t in out.query_token_vectors.ids], owner))
+        late_column = late.maxsim(out.query_token_vectors, stored, ids, n_docs, df)
+        stages["late"] = (time.perf_counter() - t0) * 1000
+        if len(stored) < len(ids):
+            notes.append(f"{len(ids) - len(stored)} of {len(ids)} candidates have no token vectors (written before "
+                         "they were kept): late interaction read them as average")
     t0 = time.perf_counter()
     feats = features(candidates, analysis, ref_now)
     reranker = model or reranker_for(embedder.model_id)  # per encoder: its cosine scale
     # the searches ran out of matches: the candidates are a small store's all (a model may weigh them apart)
     small = len(candidates) < opts.max_candidates
-    probs = reranker.score(feats, small) if opts.rerank else None
+    probs = reranker.score(feats, small, late_column) if opts.rerank else None
     prob = probs.tolist() if probs is not None else None  # Python floats once, not a numpy scalar per use
     feature_rows = [dict(zip(FEATURES, row, strict=True)) for row in feats.tolist()]  # floats once, not per use
+    if late_column is not None:
+        for row, v in zip(feature_rows, late_column.tolist(), strict=True):
+            if v == v:  # not NaN: a candidate without token vectors has no late-interaction feature in the trace
+                row[LATE] = v
     rerank_ms = (time.perf_counter() - t0) * 1000
     stages["rerank"] = rerank_ms
     if opts.rerank:
