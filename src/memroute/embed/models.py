@@ -217,7 +217,8 @@ class PairEmbedder:
             raise EmbeddingError(f"{self.model_id} has no member that gives token vectors")
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32), []
-        parts, tokens = [], []
+        parts: list[Vectors] = []
+        tokens: list[TokenVectors] = []
         for member in (self.first, self.second):
             if member is self._tokens:
                 vectors, tokens = self._tokens.embed_with_tokens(texts, side)
