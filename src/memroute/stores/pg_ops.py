@@ -419,14 +419,13 @@ class PgOperations:
     def op_get_token_vectors(self, ids: Sequence[str], owner: str, dimension: int) -> Op[dict[str, TokenVectors]]:
         if not ids:
             return {}
-        out: dict[str, TokenVectors] = {}
-        for mid, tids, codes, scales in (yield Sql(TOKENS_SQL, (owner, list(ids)))):
-            try:
-                out[mid] = token_blobs.decoded(tids, bytes(codes), bytes(scales), dimension)
-            except token_blobs.BadTokenBlob as exc:
-                log.warning("%s: memory %r of owner %r: token vectors not used: %s", safe_url(self.url), mid, owner,
-                            exc)
-        return out
+        rows = [(mid, tids, bytes(codes), bytes(scales)) for mid, tids, codes, scales in
+                (yield Sql(TOKENS_SQL, (owner, list(ids))))]
+
+        def refused(mid: str, exc: token_blobs.BadTokenBlob) -> None:
+            log.warning("%s: memory %r of owner %r: token vectors not used: %s", safe_url(self.url), mid, owner, exc)
+
+        return token_blobs.decoded_rows(rows, dimension, refused)
 
     def op_token_df(self, token_ids: Sequence[int], owner: str) -> Op[tuple[int, dict[int, int]]]:
         wanted = sorted({int(t) for t in token_ids} | {-1})

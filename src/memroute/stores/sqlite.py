@@ -309,18 +309,18 @@ class SQLiteStore:
         return {i: found[i] for chunk in _chunks(unique, 500) for i in sorted(chunk) if i in found}
 
     def get_token_vectors(self, ids: Sequence[str], owner: str, dimension: int) -> dict[str, TokenVectors]:
-        out: dict[str, TokenVectors] = {}
+        rows = []
         with self._lock, translate_errors("get token vectors", self.path):
             for chunk in _chunks(list(dict.fromkeys(ids)), 500):
                 marks = ",".join("?" * len(chunk))
-                for mid, tids, codes, scales in self._conn.execute(
-                        "SELECT m.id, t.ids, t.codes, t.scales FROM memories m JOIN memory_tokens t "
-                        f"ON t.rowid = m.rowid WHERE m.owner = ? AND m.id IN ({marks})", [owner, *chunk]).fetchall():
-                    try:
-                        out[mid] = token_blobs.decoded(tids, codes, scales, dimension)
-                    except token_blobs.BadTokenBlob as exc:
-                        log.warning("%s: memory %r of owner %r: token vectors not used: %s", self.path, mid, owner, exc)
-        return out
+                rows += self._conn.execute(
+                    "SELECT m.id, t.ids, t.codes, t.scales FROM memories m JOIN memory_tokens t "
+                    f"ON t.rowid = m.rowid WHERE m.owner = ? AND m.id IN ({marks})", [owner, *chunk]).fetchall()
+
+        def refused(mid: str, exc: token_blobs.BadTokenBlob) -> None:
+            log.warning("%s: memory %r of owner %r: token vectors not used: %s", self.path, mid, owner, exc)
+
+        return token_blobs.decoded_rows(rows, dimension, refused)
 
     def token_df(self, token_ids: Sequence[int], owner: str) -> tuple[int, dict[int, int]]:
         wanted = sorted({int(t) for t in token_ids} | {-1})
