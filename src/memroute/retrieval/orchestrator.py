@@ -25,6 +25,7 @@ import numpy as np
 
 from memroute.analysis import QueryAnalysis, ReferenceType, analyze
 from memroute.embed import Embedder
+from memroute.embed.tokens import ranking_id
 from memroute.errors import InputError
 from memroute.llm.frame import query_frame
 from memroute.llm.steps import LlmAssistant
@@ -207,7 +208,8 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
                          "they were kept): late interaction read them as average")
     t0 = time.perf_counter()
     feats = features(candidates, analysis, ref_now)
-    reranker = model or reranker_for(embedder.model_id)  # per encoder: its cosine scale
+    key = ranking_id(embedder)  # per encoder (its cosine scale) and whether it reads late interaction
+    reranker = model or reranker_for(key)
     # the searches ran out of matches: the candidates are a small store's all (a model may weigh them apart)
     small = len(candidates) < opts.max_candidates
     probs = reranker.score(feats, small, late_column) if opts.rerank else None
@@ -246,14 +248,14 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     order = constraints.promote(order, found_for_need, opts.limit)
     rank_of = {j: r for r, j in enumerate(order)}
     judged = None
-    judge_model = judge.judge_for(embedder.model_id) if probs is not None else None
+    judge_model = judge.judge_for(key) if probs is not None else None
     shown = order[: opts.limit]
     # facts that changed among the first contenders, before the judge: it reads each pair as one answer
     early = changes.superseded([candidates[j].memory for j in shown], vectors, list(vectors.values()),
                                [k < changes.CONTENDERS for k in range(len(shown))])
     inter = None
     if probs is not None and judge_model is not None:  # it reads the reranker's logit; without: fixed rules
-        inter_model = interaction.interaction_for(embedder.model_id)
+        inter_model = interaction.interaction_for(key)
         if inter_model is not None and qvec is not None and all(c.memory.id in vectors for c in candidates):
             inter = inter_model.logits(qvec, np.vstack([vectors[c.memory.id] for c in candidates]))
             for row, v in zip(feature_rows, inter.tolist(), strict=True):
