@@ -37,7 +37,7 @@ from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.stores import open_store
 from memroute.stores.copy import copy_store
 from memroute.stores.token_blobs import BadTokenBlob, decoded, encoded
-from tests.pg_server import PgServer
+from tests.pg_server import PgServer, drop_token_vectors
 
 TOKEN_DIM = 4
 
@@ -314,9 +314,7 @@ def test_a_postgres_store_written_before_token_vectors_opens_and_recalls(pg_serv
     mem.remember_many([{"id": "m1", "text": "kiwi mango lime"}, {"id": "m2", "text": "mango papaya"}])
     mem.close()
     with psycopg.connect(url, autocommit=True) as conn:  # as memroute left it at schema version 9
-        conn.execute("DROP TABLE memroute_tokens, memroute_token_df")
-        conn.execute("DROP TRIGGER memroute_memories_rewritten ON memroute_memories")
-        conn.execute("DROP FUNCTION memroute_tokens_added, memroute_tokens_removed, memroute_tokens_stale")
+        drop_token_vectors(conn)
         conn.execute("UPDATE memroute_meta SET value = '9' WHERE key = 'schema_version'")
     mem = Memory.open(url, owner="o", embedder=WordTokens())
     found = _candidates(mem, "kiwi mango", _late_model())
