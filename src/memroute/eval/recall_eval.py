@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import UseM3Embedder, get_embedder
-from memroute.embed.tokens import ranking_id
+from memroute.embed.tokens import ranking_id, token_source
 from memroute.errors import InputError
 from memroute.eval import judge_eval
 from memroute.eval.interaction_fit import TrainingQuestion, question_pairs
@@ -67,8 +67,9 @@ class FitSettings:
     """The share of the fit's weight on the everyday train split's candidates (0: LoCoMo alone). Above 0
     the model also has weights of its own for small stores (:data:`memroute.retrieval.rerank.SMALL_FEATURES`)."""
     late: bool = False
-    """Fit the late-interaction column (:data:`memroute.retrieval.rerank.LATE`) too: for embedders that give
-    token vectors (the recalls trace it)."""
+    """Fit the late-interaction column (:data:`memroute.retrieval.rerank.LATE`) too, when the embedder gives token
+    vectors (``MEMROUTE_LATE_INTERACTION=1`` for the pair; the recalls trace it and the fit is written under
+    ``<model id>#late``)."""
 
 
 FIT_SETTINGS = {"use-m3+e5-small": FitSettings(l2=1.0, everyday_share=0.25, late=True)}
@@ -290,6 +291,8 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
     settings = FIT_SETTINGS.get(embedder, FitSettings())
     if l2 is not None:
         settings = replace(settings, l2=l2)
+    if settings.late and token_source(get_embedder(embedder)) is None:  # late interaction off: no column to fit
+        settings = replace(settings, late=False)
     convs = load_locomo(data_dir)
     if limit is not None:
         kept, left = [], limit
