@@ -294,8 +294,10 @@ def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False
                   f"exact search {v['exact']['recall@10']} ({v['exact']['first_pass']}; p95 "
                   f"{v['exact']['ms']['p95']} ms)\n"
                   f"          corpus: {r['corpus']}\n          {r['vectors']}", flush=True)
-    command = "memroute bench recall --memories " + " ".join(str(n) for n in sizes) + (
-        f" --embedder {embedder}" if embedder != "use-m3" else "")
+    from memroute.embed.models import LATE_INTERACTION
+
+    command = ("MEMROUTE_LATE_INTERACTION=1 " if LATE_INTERACTION else "") + "memroute bench recall --memories " + \
+        " ".join(str(n) for n in sizes) + (f" --embedder {embedder}" if embedder != "use-m3" else "")
     if as_json:
         emit_json({"command": command, "results": results})
     else:
