@@ -193,8 +193,8 @@ def _rows(rs: Sequence[dict[str, Any]], column: int | None, small: bool, limit: 
 
 def refit(locomo: Sequence[dict[str, Any]], everyday: Sequence[dict[str, Any]], share: float, l2: float,
           column: int | None, small: bool, limit: int) -> Any:
-    """The reranker fitted as ``--fit`` does (``fit_logistic``), everyday rows at ``share`` of the total weight."""
-    from memroute.retrieval.rerank import RerankModel
+    """The reranker fitted as ``--fit`` does (``fit_logistic``), everyday rows at ``share`` of the total weight: a
+    plain linear scorer over this script's design (its own columns; ``RerankModel`` reads the shipped ones)."""
     from memroute.retrieval.rerank_fit import fit_logistic
 
     x, y = _rows(locomo, column, small, limit)
@@ -205,7 +205,18 @@ def refit(locomo: Sequence[dict[str, Any]], everyday: Sequence[dict[str, Any]], 
         w = np.concatenate([np.full(len(y), (1 - share) * n / len(y)), np.full(len(ye), share * n / len(ye))])
         x, y = np.vstack([x, xe]), np.concatenate([y, ye])
     wt, b, m, s = fit_logistic(x, y, l2, 50, w)
-    return RerankModel(tuple(map(float, wt)), b, tuple(map(float, m)), tuple(map(float, s)))
+    return Linear(wt, b, m, s)
+
+
+class Linear:
+    """The logistic model of :func:`refit` over a design matrix as :func:`_design` makes it."""
+
+    def __init__(self, weights: Array, bias: float, mean: Array, scale: Array) -> None:
+        self.weights, self.bias, self.mean, self.scale = weights, bias, mean, scale
+
+    def score(self, x: Array) -> Array:
+        z = ((x - self.mean) / self.scale) @ self.weights + self.bias
+        return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -30, 30))), np.float64)
 
 
 def _ranked(model: Any, r: dict[str, Any], column: int | None, small: bool, limit: int) -> list[str]:

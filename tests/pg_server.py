@@ -115,3 +115,11 @@ if __name__ == "__main__":
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
     finally:
         server.stop()
+
+
+def drop_token_vectors(conn: Any) -> None:
+    """Remove what migration 10 added (late interaction's token vectors), as a store of version 9 had it: for the
+    tests that take a store back to an older version."""
+    conn.execute("DROP TABLE memroute_tokens, memroute_token_df")
+    conn.execute("DROP TRIGGER memroute_memories_rewritten ON memroute_memories")
+    conn.execute("DROP FUNCTION memroute_tokens_added, memroute_tokens_removed, memroute_tokens_stale")

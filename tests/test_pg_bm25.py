@@ -19,7 +19,7 @@ from memroute.stores import MemoryRecord, bm25, open_store, pg_bm25, pg_ops
 from memroute.stores.pg_bm25 import READ_BUDGET, SUM_BELOW, ImpactSearch
 from memroute.stores.pg_sql import bm25_scores, tsquery, where_clause
 from memroute.types import MemoryItem, MemoryKind, SearchFilter
-from tests.pg_server import PgServer
+from tests.pg_server import PgServer, drop_token_vectors
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 WORDS = [f"w{i}" for i in range(60)]
@@ -195,7 +195,8 @@ def _closed_store_of(url: str, rows: int, seed: int) -> random.Random:
 
 
 def _drop_version_7(conn: psycopg.Connection[Any]) -> None:
-    """Remove what migration 7 added (the BM25 blocks), as a store of version 6 had it."""
+    """Remove what migration 7 added (the BM25 blocks), and what came after, as a store of version 6 had it."""
+    drop_token_vectors(conn)
     conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")
     conn.execute("DROP FUNCTION memroute_blocks_added, memroute_blocks_removed CASCADE")
 
@@ -529,9 +530,10 @@ def test_migration_9_has_the_triggers_probe_the_postings_index(pg_server: PgServ
         assert conn.execute(rows_sql).fetchall() == [(10.0,)]
         conn.execute("ALTER FUNCTION memroute_postings_of(text, bigint, text, text, integer, integer, tsvector, "
                      "tsvector, float8) ROWS 1000")  # as migration 8 left it
+        drop_token_vectors(conn)
         conn.execute("UPDATE memroute_meta SET value = '8' WHERE key = 'schema_version'")
     store = open_store(url)
-    assert store.stats().schema_version == MIGRATIONS[-1][0] == 9
+    assert store.stats().schema_version == MIGRATIONS[-1][0] and MIGRATIONS[8][0] == 9
     with psycopg.connect(url) as conn:
         assert conn.execute(rows_sql).fetchall() == [(10.0,)]
     rng = random.Random(31)

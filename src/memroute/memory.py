@@ -17,8 +17,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
+import numpy as np
+
 from memroute.config import Settings
 from memroute.embed import Embedder, get_embedder
+from memroute.embed.tokens import TokenVectors, token_source
 from memroute.errors import InputError, NotFoundError
 from memroute.llm import LlmAssistant, assistant_from_settings
 from memroute.retrieval import Recall, RecallOptions
@@ -325,9 +328,30 @@ class MemoryCore:
     def _records(self, items: Sequence[MemoryItem], contexts: Sequence[str | None],
                  embed_texts: Sequence[str | None]) -> builtins.list[MemoryRecord]:
         texts = [(e or m.full_text)[:EMBED_CHARS] for m, e in zip(items, embed_texts, strict=True)]
-        vectors = self.embedder.embed(texts, side="passage")
-        return [MemoryRecord(m, tokenize(m.full_text), v, tokenize(c) if c else ())
-                for m, v, c in zip(items, vectors, contexts, strict=True)]
+        source = token_source(self.embedder)
+        if source is None:
+            vectors = self.embedder.embed(texts, side="passage")
+            return [MemoryRecord(m, tokenize(m.full_text), v, tokenize(c) if c else ())
+                    for m, v, c in zip(items, vectors, contexts, strict=True)]
+        # Token vectors are of the memory's own text (late interaction matches the question's words against the
+        # memory's, not its neighbours'): from the pooled vector's own pass where that is the memory's text, from
+        # a second pass where the pooled vector is of another text (``embed_text``, e.g. a turn with its
+        # neighbours).
+        own = [m.full_text[:EMBED_CHARS] for m in items]
+        same = [i for i, (t, o) in enumerate(zip(texts, own, strict=True)) if t == o]
+        other = [i for i in range(len(items)) if texts[i] != own[i]]
+        vectors = np.empty((len(items), self.embedder.dimension), dtype=np.float32)
+        tokens: builtins.list[TokenVectors | None] = [None] * len(items)
+        if same:
+            vectors[same], found = source.embed_with_tokens([texts[i] for i in same], side="passage")
+            for i, tv in zip(same, found, strict=True):
+                tokens[i] = tv
+        if other:
+            vectors[other] = self.embedder.embed([texts[i] for i in other], side="passage")
+            for i, tv in zip(other, source.embed_tokens([own[i] for i in other], side="passage"), strict=True):
+                tokens[i] = tv
+        return [MemoryRecord(m, tokenize(m.full_text), v, tokenize(c) if c else (), tv)
+                for m, v, c, tv in zip(items, vectors, contexts, tokens, strict=True)]
 
 
 

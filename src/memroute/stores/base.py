@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from memroute.embed.tokens import TokenVectors
 from memroute.errors import InputError
 from memroute.types import MemoryItem, Message, ScoredId, SearchFilter
 
@@ -31,6 +32,9 @@ class MemoryRecord:
     tokens: Sequence[str]
     vector: npt.NDArray[np.float32]
     context_tokens: Sequence[str] = ()
+    token_vectors: TokenVectors | None = None
+    """The memory's own token vectors for late interaction, if its embedder gives them
+    (:mod:`memroute.embed.tokens`): kept int8 with a float16 scale per token (:mod:`memroute.stores.token_blobs`)."""
 
 
 def checked_vector(vector: npt.ArrayLike, dimension: int, what: str) -> npt.NDArray[np.float32]:
@@ -91,6 +95,16 @@ class Store(Protocol):
         ...
 
     def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]: ...
+
+    def get_token_vectors(self, ids: Sequence[str], owner: str, dimension: int) -> dict[str, TokenVectors]:
+        """The stored token vectors of these memories; a memory without them, or whose stored vectors are not
+        ``dimension``-d, is left out (the second logged as a warning: it is not trusted)."""
+        ...
+
+    def token_df(self, token_ids: Sequence[int], owner: str) -> tuple[int, dict[int, int]]:
+        """How many of ``owner``'s memories have token vectors, and how many of them hold each token id (the
+        document frequency of late interaction's idf); ids held by none are left out."""
+        ...
 
     def delete(self, ids: Sequence[str], owner: str) -> int:
         """Delete from every index at once; returns how many were deleted."""
@@ -174,6 +188,10 @@ class AsyncStore(Protocol):
     async def get(self, ids: Sequence[str], owner: str) -> list[MemoryItem]: ...
 
     async def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]: ...
+
+    async def get_token_vectors(self, ids: Sequence[str], owner: str, dimension: int) -> dict[str, TokenVectors]: ...
+
+    async def token_df(self, token_ids: Sequence[int], owner: str) -> tuple[int, dict[int, int]]: ...
 
     async def delete(self, ids: Sequence[str], owner: str) -> int: ...
 

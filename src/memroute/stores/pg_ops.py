@@ -12,6 +12,7 @@ scores) is the same code on both stores.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -19,7 +20,9 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from memroute.embed.tokens import TokenVectors
 from memroute.errors import DependencyError, SchemaVersionError, StoreError
+from memroute.stores import token_blobs
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.migrations.postgres import MIGRATIONS
 from memroute.stores.pg_bm25 import (
@@ -78,6 +81,9 @@ from memroute.stores.pg_sql import (
     SIZE_SQL,
     SKIP_SCAN_VERSION,
     STATS_SQL,
+    TOKEN_DF_SQL,
+    TOKENS_INSERT_SQL,
+    TOKENS_SQL,
     UPSERT_ROWS,
     UPSERT_SQL,
     VECTORS_SQL,
@@ -96,6 +102,7 @@ from memroute.stores.pg_sql import (
     schema_ddl,
     search_path_sql,
     split_schema,
+    token_rows,
     tsquery,
     vector_query,
     vector_settings,
@@ -111,6 +118,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
     raise DependencyError("the PostgreSQL store needs: pip install 'memroute[postgres]'") from exc
 
 T = TypeVar("T")
+log = logging.getLogger("memroute.store")
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,9 +276,17 @@ class PgOperations:
             return 0
         # one statement for a batch (of up to UPSERT_ROWS): a statement per row costs an execution each
         rows = record_rows(records, self._dimension())
+        tokens = token_rows(records)  # checked before anything is written
         for start in range(0, len(rows), UPSERT_ROWS):
             yield Sql(UPSERT_SQL, batch_params(rows[start:start + UPSERT_ROWS]))
+        yield from self.op_write_tokens(tokens)
         return len(records)
+
+    def op_write_tokens(self, tokens: list[list[Any]]) -> Op[None]:
+        """Insert the token vectors of memories just written (:func:`token_rows`' parameters; a memory written again
+        lost its old ones in the write, by migration 10's trigger)."""
+        if tokens:
+            yield Sql(TOKENS_INSERT_SQL, tokens)
 
     def op_write_batch(self, records: Sequence[MemoryRecord], messages: Sequence[Message],
                        state: StateEntry | None) -> Op[int]:
@@ -399,6 +415,22 @@ class PgOperations:
             return {}
         rows = yield Sql(VECTORS_SQL, (owner, list(ids)))
         return {mid: array(vec) for mid, vec in rows}
+
+    def op_get_token_vectors(self, ids: Sequence[str], owner: str, dimension: int) -> Op[dict[str, TokenVectors]]:
+        if not ids:
+            return {}
+        rows = [(mid, tids, bytes(codes), bytes(scales)) for mid, tids, codes, scales in
+                (yield Sql(TOKENS_SQL, (owner, list(ids))))]
+
+        def refused(mid: str, exc: token_blobs.BadTokenBlob) -> None:
+            log.warning("%s: memory %r of owner %r: token vectors not used: %s", safe_url(self.url), mid, owner, exc)
+
+        return token_blobs.decoded_rows(rows, dimension, refused)
+
+    def op_token_df(self, token_ids: Sequence[int], owner: str) -> Op[tuple[int, dict[int, int]]]:
+        wanted = sorted({int(t) for t in token_ids} | {-1})
+        found = {int(t): int(df) for t, df in (yield Sql(TOKEN_DF_SQL, (owner, wanted)))}
+        return found.pop(-1, 0), found
 
     def op_delete(self, ids: Sequence[str], owner: str) -> Op[int]:
         if not ids:

@@ -19,8 +19,9 @@ from urllib.parse import unquote
 import numpy as np
 import numpy.typing as npt
 
+from memroute.embed.tokens import TokenVectors
 from memroute.errors import ConfigError, DependencyError, ModelMismatchError, StoreError
-from memroute.stores import bm25
+from memroute.stores import bm25, token_blobs
 from memroute.stores.base import MemoryRecord, checked_vector
 from memroute.text.tokenizers import index_terms
 from memroute.times import checked_time
@@ -176,8 +177,16 @@ VECTORS_SQL = "SELECT id, embedding FROM memroute_memories WHERE owner = %s AND 
 DELETE_SQL = "DELETE FROM memroute_memories WHERE owner = %s AND id = ANY(%s)"
 RECORDS_PAGE_SQL = (
     f"SELECT m.row_id, {', '.join('m.' + c.strip() for c in COLUMNS.split(','))}, l.tokens, l.context_tokens, "
-    "m.embedding FROM memroute_memories m JOIN memroute_lexical l ON l.row_id = m.row_id WHERE m.row_id > %s "
-    "ORDER BY m.row_id LIMIT %s")
+    "m.embedding, t.ids, t.codes, t.scales FROM memroute_memories m JOIN memroute_lexical l ON l.row_id = m.row_id "
+    "LEFT JOIN memroute_tokens t ON t.row_id = m.row_id WHERE m.row_id > %s ORDER BY m.row_id LIMIT %s")
+TOKENS_INSERT_SQL = (  # a memory written again lost its old ones in the upsert (migration 10's trigger)
+    "INSERT INTO memroute_tokens (row_id, owner, ids, codes, scales) SELECT m.row_id, d.owner, "
+    "string_to_array(d.ids, ' ')::int4[], d.codes, d.scales FROM unnest(%s::text[], %s::text[], %s::text[], "
+    "%s::bytea[], %s::bytea[]) AS d(owner, id, ids, codes, scales) "
+    "JOIN memroute_memories m ON m.owner = d.owner AND m.id = d.id")
+TOKENS_SQL = ("SELECT m.id, t.ids, t.codes, t.scales FROM memroute_memories m JOIN memroute_tokens t ON "
+              "t.row_id = m.row_id WHERE m.owner = %s AND m.id = ANY(%s)")
+TOKEN_DF_SQL = "SELECT token, df FROM memroute_token_df WHERE owner = %s AND token = ANY(%s)"
 MESSAGES_PAGE_SQL = ("SELECT id, owner, session_id, role, text, created_at FROM memroute_messages WHERE id > %s "
                      "ORDER BY id LIMIT %s")
 ADD_MESSAGES_SQL = ("INSERT INTO memroute_messages (owner, session_id, role, text, created_at) SELECT owner, "
@@ -463,7 +472,27 @@ def memory_of(row: Sequence[Any]) -> MemoryItem:
 
 def record_of(row: Sequence[Any]) -> MemoryRecord:
     """A row of :data:`RECORDS_PAGE_SQL` (without its leading row_id) as a record."""
-    return MemoryRecord(memory_of(row[:14]), row[14].split(), array(row[16]), row[15].split())
+    return MemoryRecord(memory_of(row[:14]), row[14].split(), array(row[16]), row[15].split(),
+                        copied_tokens(row[17], row[18], row[19]))
+
+
+def copied_tokens(ids: Sequence[int] | None, codes: bytes | None, scales: bytes | None) -> TokenVectors | None:
+    """A memory's stored token vectors as a copy writes them again (any dimension the row is consistent with)."""
+    if ids is None or codes is None or scales is None or not ids or len(codes) % len(ids):
+        return None
+    try:
+        return token_blobs.decoded(ids, bytes(codes), bytes(scales), len(codes) // len(ids))
+    except token_blobs.BadTokenBlob:
+        return None
+
+
+def token_rows(records: Sequence[MemoryRecord]) -> list[list[Any]]:
+    """The parameters of :data:`TOKENS_INSERT_SQL`: the records with token vectors (the last one of each (owner,
+    id)), one array per column; empty when none has them."""
+    last = {(r.memory.owner, r.memory.id): r for r in records}
+    rows = [(owner, mid, *token_blobs.encoded(r.token_vectors, f"the token vectors of memory {mid}"))
+            for (owner, mid), r in last.items() if r.token_vectors is not None]
+    return [list(column) for column in zip(*rows, strict=True)] if rows else []
 
 
 def message_of(session_id: str, row: Sequence[Any], owner: str) -> Message:

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memroute.embed.tokens import TokenVectors
 from memroute.errors import DependencyError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_indexer import PendingIndexer
@@ -67,6 +68,7 @@ from memroute.stores.pg_sql import (
     safe_url,
     search_path_sql,
     split_schema,
+    token_rows,
     translate_errors,
     vector_query,
     vector_settings,
@@ -237,6 +239,7 @@ class PostgresStore(PgOperations):
                     for row in record_rows(unique, dim):
                         copy.write_row(row)
                 conn.execute(MERGE_SQL)
+                run_op(conn, self.op_write_tokens(token_rows(unique)))
                 conn.execute("TRUNCATE memroute_load")
                 total += len(batch)
                 if progress is not None:
@@ -269,6 +272,12 @@ class PostgresStore(PgOperations):
 
     def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]:
         return self._run("get vectors", self.op_get_vectors(ids, owner))
+
+    def get_token_vectors(self, ids: Sequence[str], owner: str, dimension: int) -> dict[str, TokenVectors]:
+        return self._run("get token vectors", self.op_get_token_vectors(ids, owner, dimension))
+
+    def token_df(self, token_ids: Sequence[int], owner: str) -> tuple[int, dict[int, int]]:
+        return self._run("read token frequencies", self.op_token_df(token_ids, owner))
 
     def _fold_blocks(self, changed: int) -> None:
         """Count ``changed`` rows written or deleted; once this process has changed ``MERGE_ROWS`` of them, fold the

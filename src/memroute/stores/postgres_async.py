@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memroute.embed.tokens import TokenVectors
 from memroute.errors import DependencyError, StoreError
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats
 from memroute.stores.pg_indexer import PendingIndexer
@@ -168,6 +169,12 @@ class AsyncPostgresStore(PgOperations):
 
     async def get_vectors(self, ids: Sequence[str], owner: str) -> dict[str, npt.NDArray[np.float32]]:
         return await self._run("get vectors", self.op_get_vectors(ids, owner))
+
+    async def get_token_vectors(self, ids: Sequence[str], owner: str, dimension: int) -> dict[str, TokenVectors]:
+        return await self._run("get token vectors", self.op_get_token_vectors(ids, owner, dimension))
+
+    async def token_df(self, token_ids: Sequence[int], owner: str) -> tuple[int, dict[int, int]]:
+        return await self._run("read token frequencies", self.op_token_df(token_ids, owner))
 
     async def _fold_blocks(self, changed: int) -> None:
         """As :meth:`memroute.stores.postgres.PostgresStore._fold_blocks`."""

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+from memroute.embed.tokens import TokenVectors
 from memroute.errors import (
     ModelMismatchError,
     SchemaVersionError,
@@ -39,7 +40,7 @@ from memroute.errors import (
     StoreLockedError,
     StoreReadOnlyError,
 )
-from memroute.stores import index_files
+from memroute.stores import index_files, token_blobs
 from memroute.stores.base import MemoryRecord, StateEntry, StoreStats, checked_vector
 from memroute.stores.memory_index import NEVER, NO_TIME, MemoryIndex, RowMeta
 from memroute.stores.migrations.sqlite import MIGRATIONS
@@ -235,11 +236,13 @@ class SQLiteStore:
             vec = checked_vector(rec.vector, dim, f"the vector of memory {m.id}")
             times = tuple(checked_micros(t, f"{name} of memory {m.id}") for t, name in (
                 (m.occurred_at, "occurred_at"), (m.created_at or utcnow(), "created_at"), (m.expires_at, "expires_at")))
-            rows.append((rec, vec, times))
+            blobs = (None if rec.token_vectors is None
+                     else token_blobs.encoded(rec.token_vectors, f"the token vectors of memory {m.id}"))
+            rows.append((rec, vec, times, blobs))
         message_rows = _message_rows(messages)
         with self._write("store memories") as conn:
             touched: list[int] = []
-            for rec, vec, (occurred, created, expires) in rows:
+            for rec, vec, (occurred, created, expires), blobs in rows:
                 m = rec.memory
                 old = conn.execute("SELECT rowid FROM memories WHERE owner=? AND id=?", (m.owner, m.id)).fetchone()
                 if old is not None:
@@ -255,6 +258,9 @@ class SQLiteStore:
                      context))
                 rowid = int(cur.lastrowid or 0)
                 conn.execute("INSERT INTO memory_vectors (rowid, vector) VALUES (?, ?)", (rowid, vec.tobytes()))
+                if blobs is not None:
+                    conn.execute("INSERT INTO memory_tokens (rowid, owner, ids, codes, scales) VALUES (?, ?, ?, ?, ?)",
+                                 (rowid, m.owner, *blobs))
                 if old is not None:
                     touched.append(int(old[0]))
                 touched.append(rowid)
@@ -301,6 +307,28 @@ class SQLiteStore:
         # in the order the query gives them (by id, per batch of 500): a recall's duplicate and change checks
         # sum over the vectors in this order, and their floats must not depend on what was cached
         return {i: found[i] for chunk in _chunks(unique, 500) for i in sorted(chunk) if i in found}
+
+    def get_token_vectors(self, ids: Sequence[str], owner: str, dimension: int) -> dict[str, TokenVectors]:
+        rows = []
+        with self._lock, translate_errors("get token vectors", self.path):
+            for chunk in _chunks(list(dict.fromkeys(ids)), 500):
+                marks = ",".join("?" * len(chunk))
+                rows += self._conn.execute(
+                    "SELECT m.id, t.ids, t.codes, t.scales FROM memories m JOIN memory_tokens t "
+                    f"ON t.rowid = m.rowid WHERE m.owner = ? AND m.id IN ({marks})", [owner, *chunk]).fetchall()
+
+        def refused(mid: str, exc: token_blobs.BadTokenBlob) -> None:
+            log.warning("%s: memory %r of owner %r: token vectors not used: %s", self.path, mid, owner, exc)
+
+        return token_blobs.decoded_rows(rows, dimension, refused)
+
+    def token_df(self, token_ids: Sequence[int], owner: str) -> tuple[int, dict[int, int]]:
+        wanted = sorted({int(t) for t in token_ids} | {-1})
+        with self._lock, translate_errors("read token frequencies", self.path):
+            marks = ",".join("?" * len(wanted))
+            found = dict(self._conn.execute(f"SELECT token, df FROM token_df WHERE owner = ? AND token IN ({marks})",
+                                            [owner, *wanted]).fetchall())
+        return int(found.pop(-1, 0)), {int(k): int(v) for k, v in found.items()}
 
     def _cached_items(self) -> RowCache[MemoryItem]:
         """The rows read before, emptied if anything was written since (call with the lock held)."""
@@ -374,15 +402,17 @@ class SQLiteStore:
     def iter_records(self, batch_size: int = 1000) -> Iterator[MemoryRecord]:
         last = 0
         while True:
-            rows = self._read("read memories", f"SELECT m.rowid, {_COLUMNS}, tokens, context_tokens, v.vector "
-                              "FROM memories m JOIN memory_vectors v ON v.rowid = m.rowid WHERE m.rowid > ? "
+            columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+            rows = self._read("read memories", f"SELECT m.rowid, {columns}, m.tokens, m.context_tokens, v.vector, "
+                              "t.ids, t.codes, t.scales FROM memories m JOIN memory_vectors v ON v.rowid = m.rowid "
+                              "LEFT JOIN memory_tokens t ON t.rowid = m.rowid WHERE m.rowid > ? "
                               "ORDER BY m.rowid LIMIT ?", (last, batch_size))
             if not rows:
                 return
             for row in rows:
                 last = row[0]
                 yield MemoryRecord(_memory(row[1:15]), row[15].split(), np.frombuffer(row[17], np.float32),
-                                   row[16].split())
+                                   row[16].split(), _copied_tokens(row[18:21]))
 
     def count(self, owner: str | None = None) -> int:
         if owner is None:
@@ -659,6 +689,20 @@ def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
+
+
+def _copied_tokens(row: Sequence[Any]) -> TokenVectors | None:
+    """A memory's token vectors as a copy writes them again (any dimension the blob is consistent with)."""
+    ids, codes, scales = row
+    if ids is None:
+        return None
+    n = len(ids.split())
+    if n == 0 or len(codes) % n:
+        return None
+    try:
+        return token_blobs.decoded(ids, codes, scales, len(codes) // n)
+    except token_blobs.BadTokenBlob:
+        return None
 
 
 def _split_sql(sql: str) -> list[str]:

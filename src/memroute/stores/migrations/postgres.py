@@ -297,6 +297,61 @@ ALTER FUNCTION memroute_postings_of(text, bigint, text, text, integer, integer, 
 """
 
 
+M010_TOKEN_VECTORS = """
+-- Late interaction (memroute.embed.tokens): a memory's token vectors, int8 codes with a float16 scale per token
+-- (memroute.stores.token_blobs), for embedders that give them; rows written before, or by other embedders, have
+-- none. A deleted memory's row goes with it (ON DELETE CASCADE).
+CREATE TABLE memroute_tokens (
+    row_id  bigint PRIMARY KEY REFERENCES memroute_memories (row_id) ON DELETE CASCADE,
+    owner   text NOT NULL,
+    ids     int4[] NOT NULL,
+    codes   bytea NOT NULL,
+    scales  bytea NOT NULL
+);
+-- The document frequency of every token id per owner (late interaction's idf), kept by the triggers below on
+-- every insert and delete of memroute_tokens (rows are deleted and inserted again, never updated); token -1
+-- counts the owner's memories with token vectors.
+CREATE TABLE memroute_token_df (
+    owner   text NOT NULL,
+    token   integer NOT NULL,
+    df      integer NOT NULL,
+    PRIMARY KEY (owner, token)
+);
+CREATE FUNCTION memroute_tokens_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO memroute_token_df AS d (owner, token, df)
+    SELECT owner, token, count(*) FROM (SELECT DISTINCT n.row_id, n.owner, t.token FROM new_rows n
+                                        CROSS JOIN LATERAL unnest(n.ids || -1) AS t(token)) u
+    GROUP BY owner, token
+    ON CONFLICT (owner, token) DO UPDATE SET df = d.df + excluded.df;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION memroute_tokens_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH gone AS (SELECT owner, token, count(*) AS n FROM (SELECT DISTINCT o.row_id, o.owner, t.token FROM old_rows o
+                                                           CROSS JOIN LATERAL unnest(o.ids || -1) AS t(token)) u
+                  GROUP BY owner, token)
+    UPDATE memroute_token_df d SET df = d.df - gone.n FROM gone WHERE d.owner = gone.owner AND d.token = gone.token;
+    DELETE FROM memroute_token_df d
+    USING (SELECT DISTINCT o.owner, t.token FROM old_rows o CROSS JOIN LATERAL unnest(o.ids || -1) AS t(token)) g
+    WHERE d.owner = g.owner AND d.token = g.token AND d.df <= 0;
+    RETURN NULL;
+END $$;
+-- A memory written again (an upsert's update) loses its token vectors; the write inserts its new ones after.
+CREATE FUNCTION memroute_tokens_stale() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memroute_tokens WHERE row_id = NEW.row_id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memroute_memories_rewritten AFTER UPDATE OF text ON memroute_memories
+    FOR EACH ROW EXECUTE FUNCTION memroute_tokens_stale();
+CREATE TRIGGER memroute_tokens_insert AFTER INSERT ON memroute_tokens REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION memroute_tokens_added();
+CREATE TRIGGER memroute_tokens_delete AFTER DELETE ON memroute_tokens REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION memroute_tokens_removed();
+"""
+
+
 Migration = str | Callable[[], Generator[Any, Any, None]]
 """SQL, or an operation (see :mod:`memroute.stores.pg_ops`) for what SQL alone cannot compute."""
 
@@ -310,4 +365,5 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (7, "bm25 blocks", M007_BLOCKS),
     (8, "linear term frequencies", M008_LINEAR_TERM_FREQUENCIES),
     (9, "postings rows estimate", M009_POSTINGS_ROWS_ESTIMATE),
+    (10, "token vectors", M010_TOKEN_VECTORS),
 )

@@ -104,7 +104,46 @@ ALTER TABLE messages_v2 RENAME TO messages;
 CREATE INDEX messages_session ON messages (owner, session_id, id);
 """
 
+M003_TOKEN_VECTORS = """
+-- Late interaction (memroute.embed.tokens): a memory's token vectors, int8 codes with a float16 scale per token
+-- (memroute.stores.token_blobs), for embedders that give them; rows written before, or by other embedders, have
+-- none. ``ids`` are the encoder's token ids, space-separated.
+CREATE TABLE memory_tokens (
+    rowid   INTEGER PRIMARY KEY,
+    owner   TEXT NOT NULL,
+    ids     TEXT NOT NULL,
+    codes   BLOB NOT NULL,
+    scales  BLOB NOT NULL
+);
+-- The document frequency of every token id per owner (late interaction's idf), kept by the triggers below on
+-- every insert and delete of memory_tokens; token -1 counts the owner's memories with token vectors.
+CREATE TABLE token_df (
+    owner   TEXT NOT NULL,
+    token   INTEGER NOT NULL,
+    df      INTEGER NOT NULL,
+    PRIMARY KEY (owner, token)
+) WITHOUT ROWID;
+CREATE TRIGGER memory_tokens_added AFTER INSERT ON memory_tokens BEGIN
+    INSERT INTO token_df (owner, token, df)
+    SELECT NEW.owner, t, 1 FROM (SELECT DISTINCT CAST(value AS INTEGER) AS t
+                                 FROM json_each('[' || replace(trim(NEW.ids), ' ', ',') || ']')
+                                 UNION SELECT -1) WHERE true
+    ON CONFLICT (owner, token) DO UPDATE SET df = df + 1;
+END;
+CREATE TRIGGER memory_tokens_removed AFTER DELETE ON memory_tokens BEGIN
+    UPDATE token_df SET df = df - 1 WHERE owner = OLD.owner AND token IN (
+        SELECT CAST(value AS INTEGER) FROM json_each('[' || replace(trim(OLD.ids), ' ', ',') || ']') UNION SELECT -1);
+    DELETE FROM token_df WHERE owner = OLD.owner AND df <= 0 AND token IN (
+        SELECT CAST(value AS INTEGER) FROM json_each('[' || replace(trim(OLD.ids), ' ', ',') || ']') UNION SELECT -1);
+END;
+-- Whatever deletes a memory (forget, an owner's or a session's forget, a replacing write) deletes its tokens.
+CREATE TRIGGER memories_tokens_gone AFTER DELETE ON memories BEGIN
+    DELETE FROM memory_tokens WHERE rowid = OLD.rowid;
+END;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial", M001_INITIAL),
     (2, "exact times", M002_EXACT_TIMES),
+    (3, "token vectors", M003_TOKEN_VECTORS),
 )

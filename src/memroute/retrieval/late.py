@@ -1,0 +1,45 @@
+"""Late interaction as a reranker column: centred, idf-weighted MaxSim between the question's token vectors and
+each candidate's (ColBERT's MaxSim: Khattab & Zaharia 2020).
+
+For every token of the question, its best cosine with a token of the memory; the mean of those over the
+question's tokens, each weighted by BM25's idf of its token id, ``log(1 + (N - df + 0.5) / (df + 0.5))``
+(Robertson & Zaragoza 2009), ``df`` counted over the owner's memories that have token vectors (the store's
+per-owner table) and ``N`` their number. The vectors are centred with one fixed mean at ingest and at query
+time (:mod:`memroute.embed.tokens`). Measured before it was built: docs/benchmarks.md, the eleventh
+everyday-recall pass (``centred-idf`` with a fixed mean); built and measured: the thirteenth.
+
+A candidate without token vectors (written before they were kept, or by a path that kept none) gets ``NaN``: the
+reranker reads it as the column's training mean (``RerankModel.design``), so it neither gains nor loses by it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from memroute.embed.tokens import TokenVectors
+
+
+def idf(ids: npt.NDArray[np.int32], n_docs: int, df: Mapping[int, int]) -> npt.NDArray[np.float32]:
+    """BM25's idf of each of ``ids`` over ``n_docs`` memories (``df``: how many hold each; absent: none)."""
+    return np.array([math.log(1 + (n_docs - df.get(int(t), 0) + 0.5) / (df.get(int(t), 0) + 0.5)) for t in ids],
+                    dtype=np.float32)
+
+
+def maxsim(query: TokenVectors, stored: Mapping[str, TokenVectors], ids: Sequence[str], n_docs: int,
+           df: Mapping[int, int]) -> npt.NDArray[np.float64]:
+    """The idf-weighted MaxSim of ``query`` with each of ``ids`` (``NaN`` for one missing from ``stored`` or
+    without tokens), in ``ids``' order."""
+    out = np.full(len(ids), np.nan)
+    have = [k for k, i in enumerate(ids) if i in stored and len(stored[i])]
+    if not have or not len(query):
+        return out
+    docs = [stored[ids[k]].vectors for k in have]
+    starts = np.r_[0, np.cumsum([len(d) for d in docs])[:-1]]
+    best = np.maximum.reduceat(query.vectors @ np.concatenate(docs).T, starts, axis=1)  # (query tokens, docs)
+    w = idf(query.ids, n_docs, df)
+    out[have] = (w @ best) / max(float(w.sum()), 1e-9)
+    return out
