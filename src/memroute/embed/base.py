@@ -98,25 +98,25 @@ class CachedEmbedder:
         if missing:
             unique = list(missing)
             vecs = self.inner.embed(unique, side)
-            with self._lock:
-                for text, vec in zip(unique, vecs, strict=True):
-                    for i in missing[text]:
-                        out[i] = vec
-                    self._cache[(side, text)] = vec
-                while len(self._cache) > self.max_entries:
-                    self._cache.popitem(last=False)
+            for text, vec in zip(unique, vecs, strict=True):
+                for i in missing[text]:
+                    out[i] = vec
+            self._keep(unique, vecs, side)
         return out
 
-
-    def embed_with_tokens(self, texts: Sequence[str], side: Side = "passage") -> tuple[Vectors, list[Any]]:
-        """The inner embedder's pooled vectors and token vectors (:mod:`memroute.embed.tokens`), one pass; the
-        pooled vectors are cached (token vectors are not: they are read once, at ingest or by one recall)."""
-        vecs, tokens = self.inner.embed_with_tokens(texts, side)  # type: ignore[attr-defined]
+    def _keep(self, texts: Sequence[str], vecs: Vectors, side: Side) -> None:
+        """Cache ``texts``' vectors, dropping the least recently used past ``max_entries``."""
         with self._lock:
             for text, vec in zip(texts, vecs, strict=True):
                 self._cache[(side, text)] = vec
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
+
+    def embed_with_tokens(self, texts: Sequence[str], side: Side = "passage") -> tuple[Vectors, list[Any]]:
+        """The inner embedder's pooled vectors and token vectors (:mod:`memroute.embed.tokens`), one pass; the
+        pooled vectors are cached (token vectors are not: they are read once, at ingest or by one recall)."""
+        vecs, tokens = self.inner.embed_with_tokens(texts, side)  # type: ignore[attr-defined]
+        self._keep(texts, vecs, side)
         return vecs, list(tokens)
 
     def embed_tokens(self, texts: Sequence[str], side: Side = "passage") -> list[Any]:

@@ -215,8 +215,7 @@ class PairEmbedder:
     def embed(self, texts: Sequence[str], side: Side = "passage") -> Vectors:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
-        both = np.hstack([self.first.embed(texts, side), self.second.embed(texts, side)])
-        return np.ascontiguousarray(both * np.float32(1 / np.sqrt(2)), dtype=np.float32)
+        return _joined([self.first.embed(texts, side), self.second.embed(texts, side)])
 
     def embed_with_tokens(self, texts: Sequence[str], side: Side = "passage") -> tuple[Vectors, list[TokenVectors]]:
         """:meth:`embed` and the token vectors of the member that gives them, from that member's one pass."""
@@ -232,13 +231,17 @@ class PairEmbedder:
                 parts.append(vectors)
             else:
                 parts.append(member.embed(texts, side))
-        both = np.hstack(parts)
-        return np.ascontiguousarray(both * np.float32(1 / np.sqrt(2)), dtype=np.float32), tokens
+        return _joined(parts), tokens
 
     def embed_tokens(self, texts: Sequence[str], side: Side = "passage") -> list[TokenVectors]:
         if self._tokens is None:
             raise EmbeddingError(f"{self.model_id} has no member that gives token vectors")
         return self._tokens.embed_tokens(texts, side)
+
+
+def _joined(parts: Sequence[Vectors]) -> Vectors:
+    """Two members' unit vectors side by side, each scaled by 1/sqrt(2): a dot product is the mean of theirs."""
+    return np.ascontiguousarray(np.hstack(parts) * np.float32(1 / np.sqrt(2)), dtype=np.float32)
 
 
 def _use_m3_and_e5() -> Embedder:

@@ -19,7 +19,6 @@ from urllib.parse import unquote
 import numpy as np
 import numpy.typing as npt
 
-from memroute.embed.tokens import TokenVectors
 from memroute.errors import ConfigError, DependencyError, ModelMismatchError, StoreError
 from memroute.stores import bm25, token_blobs
 from memroute.stores.base import MemoryRecord, checked_vector
@@ -473,17 +472,7 @@ def memory_of(row: Sequence[Any]) -> MemoryItem:
 def record_of(row: Sequence[Any]) -> MemoryRecord:
     """A row of :data:`RECORDS_PAGE_SQL` (without its leading row_id) as a record."""
     return MemoryRecord(memory_of(row[:14]), row[14].split(), array(row[16]), row[15].split(),
-                        copied_tokens(row[17], row[18], row[19]))
-
-
-def copied_tokens(ids: Sequence[int] | None, codes: bytes | None, scales: bytes | None) -> TokenVectors | None:
-    """A memory's stored token vectors as a copy writes them again (any dimension the row is consistent with)."""
-    if ids is None or codes is None or scales is None or not ids or len(codes) % len(ids):
-        return None
-    try:
-        return token_blobs.decoded(ids, bytes(codes), bytes(scales), len(codes) // len(ids))
-    except token_blobs.BadTokenBlob:
-        return None
+                        token_blobs.copied(row[17], row[18], row[19]))
 
 
 def token_rows(records: Sequence[MemoryRecord]) -> list[list[Any]]:

@@ -412,7 +412,7 @@ class SQLiteStore:
             for row in rows:
                 last = row[0]
                 yield MemoryRecord(_memory(row[1:15]), row[15].split(), np.frombuffer(row[17], np.float32),
-                                   row[16].split(), _copied_tokens(row[18:21]))
+                                   row[16].split(), token_blobs.copied(*row[18:21]))
 
     def count(self, owner: str | None = None) -> int:
         if owner is None:
@@ -689,20 +689,6 @@ def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
-
-
-def _copied_tokens(row: Sequence[Any]) -> TokenVectors | None:
-    """A memory's token vectors as a copy writes them again (any dimension the blob is consistent with)."""
-    ids, codes, scales = row
-    if ids is None:
-        return None
-    n = len(ids.split())
-    if n == 0 or len(codes) % n:
-        return None
-    try:
-        return token_blobs.decoded(ids, codes, scales, len(codes) // n)
-    except token_blobs.BadTokenBlob:
-        return None
 
 
 def _split_sql(sql: str) -> list[str]:

@@ -48,16 +48,15 @@ def decoded_rows(rows: Sequence[tuple[str, str | Sequence[int], bytes, bytes]], 
     counts: list[int] = []
     for mid, ids, codes, scales in rows:
         n = (ids.count(" ") + 1 if ids else 0) if isinstance(ids, str) else len(ids)  # written one space apart
-        if len(codes) != n * dimension or len(scales) != 2 * n:
-            refused(mid, BadTokenBlob(f"{n} token ids with {len(codes)} bytes of codes and {len(scales)} of scales, "
-                                      f"expected {n * dimension} and {2 * n} for {dimension}-d tokens"))
+        misfit = _misfit(n, codes, scales, dimension)
+        if misfit is not None:
+            refused(mid, misfit)
             continue
         good.append((mid, ids, codes, scales))
         counts.append(n)
     if not good:
         return {}
-    vectors = np.frombuffer(b"".join(g[2] for g in good), dtype=np.int8).reshape(-1, dimension).astype(np.float32)
-    vectors *= np.frombuffer(b"".join(g[3] for g in good), dtype=np.float16).astype(np.float32)[:, None]
+    vectors = _vectors(b"".join(g[2] for g in good), b"".join(g[3] for g in good), dimension)
     all_ids = (_id_array(" ".join(str(g[1]) for g in good)) if all(isinstance(g[1], str) for g in good)
                else np.concatenate([_id_array(g[1]) for g in good]))
     out: dict[str, TokenVectors] = {}
@@ -76,10 +75,36 @@ def decoded(ids: str | Sequence[int], codes: bytes, scales: bytes, dimension: in
     """The token vectors of a stored row, checked against ``dimension`` (:class:`BadTokenBlob` if they do not
     fit)."""
     id_array = _id_array(ids)
-    n = len(id_array)
+    misfit = _misfit(len(id_array), codes, scales, dimension)
+    if misfit is not None:
+        raise misfit
+    return TokenVectors(id_array, _vectors(codes, scales, dimension))
+
+
+def copied(ids: str | Sequence[int] | None, codes: bytes | None, scales: bytes | None) -> TokenVectors | None:
+    """A stored row's token vectors as a copy writes them again, at any dimension the row is consistent with;
+    ``None`` for a row without them or one that fits no dimension."""
+    if ids is None or codes is None or scales is None:
+        return None
+    n = len(_id_array(ids))
+    if n == 0 or len(codes) % n:
+        return None
+    try:
+        return decoded(ids, bytes(codes), bytes(scales), len(codes) // n)
+    except BadTokenBlob:
+        return None
+
+
+def _misfit(n: int, codes: bytes, scales: bytes, dimension: int) -> BadTokenBlob | None:
+    """Why ``n`` tokens' codes and scales do not fit ``dimension``, or ``None`` when they do."""
     if len(codes) != n * dimension or len(scales) != 2 * n:
-        raise BadTokenBlob(f"{n} token ids with {len(codes)} bytes of codes and {len(scales)} of scales, "
-                           f"expected {n * dimension} and {2 * n} for {dimension}-d tokens")
-    vectors = np.frombuffer(codes, dtype=np.int8).reshape(n, dimension).astype(np.float32)
+        return BadTokenBlob(f"{n} token ids with {len(codes)} bytes of codes and {len(scales)} of scales, "
+                            f"expected {n * dimension} and {2 * n} for {dimension}-d tokens")
+    return None
+
+
+def _vectors(codes: bytes, scales: bytes, dimension: int) -> npt.NDArray[np.float32]:
+    """Int8 codes times their float16 scale per token, one row a token (already checked to fit)."""
+    vectors = np.frombuffer(codes, dtype=np.int8).reshape(-1, dimension).astype(np.float32)
     vectors *= np.frombuffer(scales, dtype=np.float16).astype(np.float32)[:, None]
-    return TokenVectors(id_array, vectors)
+    return vectors
