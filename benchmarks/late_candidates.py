@@ -9,7 +9,7 @@ for the first K candidates: LoCoMo leave one conversation out (recall@5, MRR) an
 held out by store. Nothing is written. Recall itself scores the first :data:`memroute.retrieval.late.CANDIDATES`
 only (the fourteenth pass built this); for this run it scores the first ``max(K)``.
 
-    MEMROUTE_LATE_INTERACTION=1 OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.late_candidates \\
+    OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.late_candidates \\
         --data ../shared/data/locomo_retrieval --workdir /tmp/lpair [--k 50 30 20] [--json]
 """
 
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memroute.embed.tokens import token_source
 
     if token_source(get_embedder(args.embedder)) is None:
-        print(f"{args.embedder} gives no token vectors: set MEMROUTE_LATE_INTERACTION=1", file=sys.stderr)
+        print(f"{args.embedder} gives no token vectors: late interaction is off (MEMROUTE_LATE_INTERACTION)", file=sys.stderr)
         return 2
     report = held_out(Path(args.data), Path(args.workdir), args.k, args.embedder)
     if args.json:

@@ -283,15 +283,27 @@ def test_a_wrong_dimension_blob_is_detected_not_trusted(tmp_path: Path, caplog: 
     mem.close()
 
 
-def test_the_pair_gives_token_vectors_only_when_late_interaction_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pair_gives_token_vectors_by_default_and_not_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     from memroute.embed import models
 
-    off = models.PairEmbedder(models.UseM3Embedder(), models.E5SmallEmbedder())
-    assert token_source(off) is None and ranking_id(off) == off.model_id  # the default: the shipped pair, unchanged
-    monkeypatch.setattr(models, "LATE_INTERACTION", True)
-    on = models.PairEmbedder(models.UseM3Embedder(), models.E5SmallEmbedder())
+    monkeypatch.setattr(models, "LATE_INTERACTION", None)  # MEMROUTE_LATE_INTERACTION unset
+    on = models.EMBEDDERS["use-m3+e5-small"]()
     assert token_source(on) is on and ranking_id(on) == on.model_id + LATE_KEY
+    alone = models.E5SmallEmbedder()  # e5-small has no reranker fitted on late interaction: off unless asked
+    assert token_source(alone) is None and ranking_id(alone) == alone.model_id
+    monkeypatch.setattr(models, "LATE_INTERACTION", False)  # MEMROUTE_LATE_INTERACTION=0
+    off = models.EMBEDDERS["use-m3+e5-small"]()
+    assert token_source(off) is None and ranking_id(off) == off.model_id
     assert reranker_for(ranking_id(on)).late and not reranker_for(ranking_id(off)).late
+    monkeypatch.setattr(models, "LATE_INTERACTION", True)  # MEMROUTE_LATE_INTERACTION=1: e5-small alone too
+    assert token_source(models.E5SmallEmbedder()) is not None
+
+
+def test_the_late_interaction_setting() -> None:
+    from memroute.embed.models import late_setting
+
+    assert [late_setting(v) for v in (None, "", " ", "0", "off", "no", "1", "ON", "yes", "true")] == [
+        None, None, None, False, False, False, True, True, True, True]
 
 
 def test_the_pair_keeps_e5_token_vectors_and_recalls_with_late_interaction(tmp_path: Path,
