@@ -89,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memroute.embed.tokens import token_source
 
     if token_source(get_embedder(args.embedder)) is None:
-        print(f"{args.embedder} gives no token vectors: late interaction is off (MEMROUTE_LATE_INTERACTION)", file=sys.stderr)
+        print(f"{args.embedder} gives no token vectors: late interaction is off (MEMROUTE_LATE_INTERACTION)",
+              file=sys.stderr)
         return 2
     report = held_out(Path(args.data), Path(args.workdir), args.k, args.embedder)
     if args.json:
