@@ -6,9 +6,10 @@ column's mean, it costs about K/50 of that. This runs the pipeline once with lat
 features and MaxSim as the recalls trace them; the stores of ``--workdir`` are reused or built), then for each K
 refits the pair's reranker as ``memroute eval recall --loo`` does (its ``FIT_SETTINGS``: setting B) with MaxSim kept
 for the first K candidates: LoCoMo leave one conversation out (recall@5, MRR) and everyday train's first answers
-held out by store. Nothing is written.
+held out by store. Nothing is written. Recall itself scores the first :data:`memroute.retrieval.late.CANDIDATES`
+only (the fourteenth pass built this); for this run it scores the first ``max(K)``.
 
-    MEMROUTE_LATE_INTERACTION=1 OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.late_candidates \\
+    OMP_NUM_THREADS=1 PYTHONPATH=src python -m benchmarks.late_candidates \\
         --data ../shared/data/locomo_retrieval --workdir /tmp/lpair [--k 50 30 20] [--json]
 """
 
@@ -38,19 +39,23 @@ def first_k(late: np.ndarray, k: int) -> np.ndarray:
 def held_out(data: Path, workdir: Path, ks: Sequence[int], embedder: str = "use-m3+e5-small") -> dict[int, Any]:
     from memroute.eval import recall_eval
     from memroute.eval.locomo import load_locomo
-    from memroute.retrieval import RecallOptions
+    from memroute.retrieval import RecallOptions, late
 
     opts = RecallOptions()
     convs = load_locomo(data)
     workdir.mkdir(parents=True, exist_ok=True)
     runs = []
-    for conv in convs:
-        mem = recall_eval.open_store(conv, workdir, embedder)
-        try:
-            runs += recall_eval.run_conversation(mem, conv, opts)
-        finally:
-            mem.close()
-    every = recall_eval.everyday_runs(embedder, opts.max_candidates)
+    shipped, late.CANDIDATES = late.CANDIDATES, max(ks)  # the traces score every K asked for
+    try:
+        for conv in convs:
+            mem = recall_eval.open_store(conv, workdir, embedder)
+            try:
+                runs += recall_eval.run_conversation(mem, conv, opts)
+            finally:
+                mem.close()
+        every = recall_eval.everyday_runs(embedder, opts.max_candidates)
+    finally:
+        late.CANDIDATES = shipped
     settings = recall_eval.FIT_SETTINGS.get(embedder, recall_eval.FitSettings())
     out: dict[int, Any] = {}
     for k in ks:
@@ -84,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memroute.embed.tokens import token_source
 
     if token_source(get_embedder(args.embedder)) is None:
-        print(f"{args.embedder} gives no token vectors: set MEMROUTE_LATE_INTERACTION=1", file=sys.stderr)
+        print(f"{args.embedder} gives no token vectors: late interaction is off (MEMROUTE_LATE_INTERACTION)",
+              file=sys.stderr)
         return 2
     report = held_out(Path(args.data), Path(args.workdir), args.k, args.embedder)
     if args.json:

@@ -12,8 +12,14 @@ from benchmarks import late_candidates
 from tests.locomo_files import write_locomo
 
 
-def test_it_refuses_an_embedder_without_token_vectors(tmp_path: Path) -> None:
+def test_it_refuses_an_embedder_without_token_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memroute.embed import models
+
+    monkeypatch.setattr(models, "LATE_INTERACTION", False)  # MEMROUTE_LATE_INTERACTION=0
+    monkeypatch.setattr(models, "_SHARED", {})
     assert late_candidates.main(["--data", str(tmp_path), "--workdir", str(tmp_path / "w")]) == 2
+    assert late_candidates.main(["--data", str(tmp_path), "--workdir", str(tmp_path / "w"),
+                                 "--embedder", "e5-small"]) == 2
 
 
 def test_a_run_reports_every_k_held_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

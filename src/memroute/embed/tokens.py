@@ -70,7 +70,7 @@ LATE_KEY = "#late"
 
 def ranking_id(embedder: object) -> str:
     """The key of ``embedder``'s reranker and judge in the shipped weights: its ``model_id``, with :data:`LATE_KEY`
-    when it gives token vectors (late interaction is on: ``MEMROUTE_LATE_INTERACTION=1`` for the pair)."""
+    when it gives token vectors (late interaction is on: the pair's default, ``MEMROUTE_LATE_INTERACTION``)."""
     model_id = str(getattr(embedder, "model_id", ""))
     return model_id + LATE_KEY if token_source(embedder) is not None else model_id
 

@@ -296,7 +296,8 @@ def run_recall_bench(sizes: list[int], queries: int = 200, as_json: bool = False
                   f"          corpus: {r['corpus']}\n          {r['vectors']}", flush=True)
     from memroute.embed.models import LATE_INTERACTION
 
-    command = ("MEMROUTE_LATE_INTERACTION=1 " if LATE_INTERACTION else "") + "memroute bench recall --memories " + \
+    command = ("" if LATE_INTERACTION is None else f"MEMROUTE_LATE_INTERACTION={int(LATE_INTERACTION)} ") + \
+        "memroute bench recall --memories " + \
         " ".join(str(n) for n in sizes) + (f" --embedder {embedder}" if embedder != "use-m3" else "")
     if as_json:
         emit_json({"command": command, "results": results})

@@ -68,8 +68,8 @@ class FitSettings:
     the model also has weights of its own for small stores (:data:`memroute.retrieval.rerank.SMALL_FEATURES`)."""
     late: bool = False
     """Fit the late-interaction column (:data:`memroute.retrieval.rerank.LATE`) too, when the embedder gives token
-    vectors (``MEMROUTE_LATE_INTERACTION=1`` for the pair; the recalls trace it and the fit is written under
-    ``<model id>#late``)."""
+    vectors (the pair's default, unless ``MEMROUTE_LATE_INTERACTION=0``; the recalls trace it and the fit is written
+    under ``<model id>#late``)."""
 
 
 FIT_SETTINGS = {"use-m3+e5-small": FitSettings(l2=1.0, everyday_share=0.25, late=True)}

@@ -8,8 +8,10 @@ per-owner table) and ``N`` their number. The vectors are centred with one fixed 
 time (:mod:`memroute.embed.tokens`). Measured before it was built: docs/benchmarks.md, the eleventh
 everyday-recall pass (``centred-idf`` with a fixed mean); built and measured: the thirteenth.
 
-A candidate without token vectors (written before they were kept, or by a path that kept none) gets ``NaN``: the
-reranker reads it as the column's training mean (``RerankModel.design``), so it neither gains nor loses by it.
+Only the first :data:`CANDIDATES` of the reranker's input (the fused order) are scored: recall reads those
+candidates' token vectors alone, and every later one gets ``NaN``, as does a candidate without token vectors
+(written before they were kept, or by a path that kept none). The reranker reads ``NaN`` as the column's training
+mean (``RerankModel.design``), so such a candidate neither gains nor loses by it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed.tokens import TokenVectors
+
+CANDIDATES = 30
+"""How many candidates, first in the fused order, MaxSim scores (docs/benchmarks.md, the fourteenth everyday-recall
+pass): the read of their token vectors and the product with them are the column's cost per recall, and the first
+30 of 50 keep most of its gain (the thirteenth pass's estimate, ``benchmarks/late_candidates.py``). The pair's
+``#late`` reranker and judge are fitted on this."""
 
 
 def idf(ids: npt.NDArray[np.int32], n_docs: int, df: Mapping[int, int]) -> npt.NDArray[np.float32]:

@@ -199,13 +199,14 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     if out.query_token_vectors is not None:  # the embedder gives token vectors: late interaction
         t0 = time.perf_counter()
         ids = [c.memory.id for c in candidates]
-        stored = yield Call("get_token_vectors", (ids, owner, len(out.query_token_vectors.vectors[0])))
+        read = ids[: late.CANDIDATES]  # the rest are not read: the reranker reads them as the column's mean
+        stored = yield Call("get_token_vectors", (read, owner, len(out.query_token_vectors.vectors[0])))
         n_docs, df = yield Call("token_df", ([int(t) for t in out.query_token_vectors.ids], owner))
         late_column = late.maxsim(out.query_token_vectors, stored, ids, n_docs, df)
         stages["late"] = (time.perf_counter() - t0) * 1000
-        if len(stored) < len(ids):
-            notes.append(f"{len(ids) - len(stored)} of {len(ids)} candidates have no token vectors (written before "
-                         "they were kept): late interaction read them as average")
+        if len(stored) < len(read):
+            notes.append(f"{len(read) - len(stored)} of the first {len(read)} candidates have no token vectors "
+                         "(written before they were kept): late interaction read them as average")
     t0 = time.perf_counter()
     feats = features(candidates, analysis, ref_now)
     key = ranking_id(embedder)  # per encoder (its cosine scale) and whether it reads late interaction
