@@ -175,12 +175,16 @@ class BankMatch:
     """Each capability's rows of ``requests`` as a padded grid (padding points past the last row)."""
 
     def scores(self, vector: F32) -> F32:
-        """Per agent: its best matched capability's similarity to ``vector`` (mean of the nearest
-        :data:`TOP_REQUESTS` requests) times the match weight, minus the mean of that over the matched agents;
-        0 for an agent that matched nothing (it is neither pushed up nor down)."""
+        """Per agent: the best over its matched capabilities of the match weight times the capability's
+        similarity to ``vector`` (mean of the nearest :data:`TOP_REQUESTS` requests) less its mean over the matched
+        capabilities; then centred over the matched agents. 0 for an agent that matched nothing (it is neither
+        pushed up nor down)."""
         sims = self.requests @ vector
         per_cap = top_mean(sims, self.grid, TOP_REQUESTS)
-        best = (self.weights * per_cap[None, :]).max(axis=1)
+        # Relative to the message's mean over the matched capabilities, so that a weak match shrinks what
+        # sets a capability apart, not the similarity itself (which would favour fully matched agents).
+        relative = per_cap - per_cap.mean()
+        best = np.where(self.weights > 0, self.weights * relative[None, :], -np.inf).max(axis=1)
         out = np.zeros(self.weights.shape[0], dtype=np.float32)
         out[self.matched] = best[self.matched] - best[self.matched].mean()
         return out

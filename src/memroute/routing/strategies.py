@@ -19,7 +19,7 @@ from memroute.routing.examples import top_mean
 from memroute.routing.index import F32, CatalogueIndex
 from memroute.text import tokenize
 
-BANK_WEIGHT = 0.2
+BANK_WEIGHT = 0.3
 """``EmbeddingStrategy.by_bank``'s default (docs/benchmarks.md, routing, the bank of example requests)."""
 
 _MENTION = re.compile(r"@([\w\-.:]+)", re.UNICODE)
@@ -257,9 +257,11 @@ class EmbeddingStrategy:
 
     A Japanese or Korean message is also read against memroute's bank of example requests for common
     assistant capabilities (:mod:`memroute.routing.bank`), matched to the catalogue's agents when the router's
-    ``bank`` is set (the default): ``by_bank`` times the agent's best matched capability's request similarity
-    (times its match weight), centred over the matched agents, is added to the pieces' score; agents that match
-    no capability, and English messages, are untouched."""
+    ``bank`` is set (the default): ``by_bank`` times :meth:`memroute.routing.bank.BankMatch.scores` (the agent's
+    best matched capability's request similarity, relative to the message's other matched capabilities, times
+    the match weight, centred over the matched agents) is added to the pieces' score; agents that match no
+    capability, and English messages, are untouched. 0.3 was the middle of the dev plateau 0.2-0.4 over the same
+    three sets (docs/benchmarks.md, the twelfth pass)."""
 
     name = "embedding"
 
@@ -345,6 +347,11 @@ class EmbeddingStrategy:
         if entry.example_vectors is not None and len(entry.example_vectors):
             sims = np.sort(entry.example_vectors @ query.vector)[::-1][: self.top_examples]
             out["example_similarity"] = round(float(sims.mean()), 4)
+        split = index.strong_from
+        match = index.bank_match() if self.by_bank > 0 and split is not None and query.vector[split:].any() else None
+        if match is not None and match.matched[agent]:
+            out["bank_capabilities"] = [c for c, w in zip(match.capabilities, match.weights[agent], strict=True)
+                                        if w > 0]
         classifier = index.example_classifier
         if classifier is not None and index.has_examples[agent]:
             where = np.flatnonzero(classifier.agents == agent)
