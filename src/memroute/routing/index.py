@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import Embedder
-from memroute.embed.by_language import strong_columns
+from memroute.embed.by_language import reads_strong, strong_columns
 from memroute.routing.agents import agent_version, check_agents
 from memroute.routing.bank import BankMatch, BankVectors, RequestBank, match_bank
 from memroute.routing.documents import AgentDocument, describe
@@ -144,9 +144,10 @@ class CatalogueIndex:
         self._bank_lock = threading.Lock()
 
     def bank_match(self) -> BankMatch | None:
-        """The agents matched to the request bank (:mod:`memroute.routing.bank`), made on first use: the first
-        Japanese or Korean message, so that a deployment that sees none never embeds the bank (nor loads the
-        strong encoder for it). ``None`` without a bank, or when no agent matched any capability."""
+        """The agents matched to the request bank (:mod:`memroute.routing.bank`): made when the index is built
+        if an agent is described in Japanese or Korean, else on the first Japanese or Korean message, so that an
+        English deployment never embeds the bank (nor loads the strong encoder for it). ``None`` without a bank,
+        or when no agent matched any capability."""
         if self._bank is None:
             return self._bank_match
         with self._bank_lock:
@@ -212,6 +213,8 @@ class AgentCache:
         entries = self._entries_for(checked)
         dim = self.embedder.dimension if self.embedder is not None else None
         index = CatalogueIndex(checked, entries, dim, strong_columns(self.embedder), self.bank)
+        if self.bank is not None and any(reads_strong(self.embedder, e.doc.pieces[0]) for e in entries):
+            index.bank_match()  # described in Japanese or Korean: match now, not on the first user's turn
         with self._lock:
             # The tuple of agents is kept with the index so that the ids in the key stay alive and unique.
             self._indexes[key] = (checked, index)
