@@ -151,3 +151,26 @@ def test_english_messages_and_the_off_switches_leave_scores_unchanged(aware: Lan
     base = router_off.score(text, router_off.index(KO_AGENTS)).total
     assert np.array_equal(strategy_off.score(text, strategy_off.index(KO_AGENTS)).total, base)
     assert not np.array_equal(on.score(text, on.index(KO_AGENTS)).total, base)
+
+
+def test_the_bank_is_embedded_once_for_every_catalogue_of_a_router(aware: LanguageAwareEmbedder) -> None:
+    """A catalogue described in Japanese or Korean is matched when it is indexed; a later version of it embeds
+    nothing of the bank again but the requests of capabilities no earlier version matched."""
+    seen: list[str] = []
+
+    class Recording:
+        model_id, dimension, inner = aware.model_id, aware.dimension, aware  # (inner: read as language-aware)
+
+        def embed(self, texts: list[str], side: str = "passage") -> np.ndarray:
+            seen.extend(texts)
+            return aware.embed(texts, side=side)  # type: ignore[arg-type]
+
+    router = AgentRouter(embedder=Recording(), bank="builtin")  # type: ignore[arg-type]
+    bank = builtin_bank()
+    router.index(KO_AGENTS)
+    requests = {t for c in bank.capabilities for t in c.requests}
+    first = [t for t in seen if t in requests]
+    assert first and len(first) == len(set(first))
+    seen.clear()
+    router.index((*KO_AGENTS[:3], Agent("translate", "translate", "여러 언어로 번역해 드립니다")))
+    assert not [t for t in seen if t in requests or t in {d for c in bank.capabilities for d in c.descriptions}]
