@@ -16,6 +16,7 @@ from memroute.routing import AgentRouter
 from memroute.routing.bank import LANGUAGES, bank_from_setting, builtin_bank, load_bank, parse_bank
 from memroute.routing.strategies import BM25Strategy, EmbeddingStrategy, MentionStrategy
 from memroute.types import Agent
+from tests.recording import Recording
 
 # Catalogues and messages written for these tests (none is in the bank or in an evaluation set).
 KO_AGENTS = (
@@ -157,20 +158,15 @@ def test_the_bank_is_embedded_once_for_every_catalogue_of_a_router(aware: Langua
     """A catalogue described in Japanese or Korean is matched when it is indexed; a later version of it embeds
     nothing of the bank again but the requests of capabilities no earlier version matched."""
     seen: list[str] = []
-
-    class Recording:
-        model_id, dimension, inner = aware.model_id, aware.dimension, aware  # (inner: read as language-aware)
-
-        def embed(self, texts: list[str], side: str = "passage") -> np.ndarray:
-            seen.extend(texts)
-            return aware.embed(texts, side=side)  # type: ignore[arg-type]
-
-    router = AgentRouter(embedder=Recording(), bank="builtin")  # type: ignore[arg-type]
+    router = AgentRouter(embedder=Recording(aware, seen.extend), bank="builtin")
     bank = builtin_bank()
     router.index(KO_AGENTS)
     requests = {t for c in bank.capabilities for t in c.requests}
     first = [t for t in seen if t in requests]
     assert first and len(first) == len(set(first))
     seen.clear()
-    router.index((*KO_AGENTS[:3], Agent("translate", "translate", "여러 언어로 번역해 드립니다")))
-    assert not [t for t in seen if t in requests or t in {d for c in bank.capabilities for d in c.descriptions}]
+    index = router.index((*KO_AGENTS[:3], Agent("translate", "translate", "여러 언어로 번역해 드립니다")))
+    assert not set(seen) & ({d for c in bank.capabilities for d in c.descriptions} | set(first))
+    # explain names the capabilities an agent matched
+    prepared = router.prepare("신나는 거 하나 틀어 봐")
+    assert "music" in EmbeddingStrategy().explain(prepared, index, 0)["bank_capabilities"]
