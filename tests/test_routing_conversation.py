@@ -153,9 +153,10 @@ def test_the_message_is_encoded_on_a_worker_beside_the_rest_of_the_turn(memory: 
     e5 = E5SmallEmbedder()
     language_aware = LanguageAwareEmbedder(where, lambda: e5, e5.model_id, e5.dimension)
     alone = PolicyParams(with_previous=0.0)  # the message's own encoding (the pair's: the tests below)
-    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=language_aware), params=alone)
+    # (no request bank: this English-described catalogue would embed it on the first Japanese turn)
+    ahead = ConversationRouter(memory, AGENTS, router=AgentRouter(embedder=language_aware, bank="off"), params=alone)
     inline = Inline(memory, AGENTS, router=AgentRouter(embedder=LanguageAwareEmbedder(
-        embedder, lambda: e5, e5.model_id, e5.dimension)), params=alone)
+        embedder, lambda: e5, e5.model_id, e5.dimension), bank="off"), params=alone)
     for text in ("Please review this Python function for bugs", "and is the naming fine?",
                  "What's the weather in Tokyo tomorrow?", "これを英語に翻訳して", "이 문장 번역해 줘"):
         threads.clear()
@@ -249,8 +250,9 @@ def test_by_default_the_pair_joins_the_two_turns_own_vectors(memory: Memory, emb
     e5 = E5SmallEmbedder()
 
     def router(seen: list[str]) -> AgentRouter:  # a fresh, uncached encoder: every call is seen
+        # (no request bank: this English-described catalogue would embed it on the first Korean turn)
         return AgentRouter(embedder=Recording(LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id,
-                                                                    e5.dimension), seen.extend))
+                                                                    e5.dimension), seen.extend), bank="off")
 
     first, reply, follow = "이 파이썬 코드 리뷰해 주세요", "3번째 줄에 버그가 있어요.", "변수 이름도 봐 줘"
     seen: list[str] = []

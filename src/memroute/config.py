@@ -83,6 +83,10 @@ class Settings:
     routing_fit: str = ""
     """Routing fit written by ``memroute fit --dialogues``; empty: ``AGENTS.fit.json`` next to the catalogue
     file when there is one, else zero-shot routing."""
+    routing_bank: str = "builtin"
+    """Example requests for common assistant capabilities that Japanese and Korean messages are read against
+    (``memroute/routing/request_bank.json``): ``builtin``, ``off``, or a comma-separated list of ``builtin`` and
+    paths to bank files of the same form (``builtin,my_bank.json`` extends it; ``my_bank.json`` replaces it)."""
     max_request_bytes: int = 10_000_000
     """Largest request body the service reads (413 beyond)."""
     rate_limit_per_minute: int = 600

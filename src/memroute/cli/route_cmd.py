@@ -78,6 +78,9 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
     e.add_argument("--train-dialogues", type=int, default=5000, metavar="N",
                    help="fit on at most N dialogues of --train, a deterministic sample (default 5000)")
     e.add_argument("--fit", help="replay with a routing fit written by `memroute fit --dialogues`")
+    e.add_argument("--bank", metavar="SOURCES",
+                   help="the request bank Japanese and Korean messages are read against: builtin, off, or paths "
+                   "(the routing_bank setting's form; default: that setting, builtin)")
     e.add_argument("--oracle-switches", action="store_true",
                    help="diagnostic ceiling: reset the session exactly where the gold task changes and switch "
                    "nowhere else, to see how much of the error is switch detection and how much per-turn evidence")
@@ -140,7 +143,7 @@ def _route(args: argparse.Namespace) -> int:
     if calibration is None and fitted is not None:
         calibration = fitted.calibration
     router = AgentRouter(embedder=routing_embedder(settings.embedder), calibration=calibration,
-                         llm=assistant_from_settings(settings))
+                         llm=assistant_from_settings(settings), bank=settings.routing_bank)
     if fitted is not None:
         fitted.check_encoder(router.embedder)
         agents = fitted.apply(agents)
@@ -190,8 +193,9 @@ def _fit_examples(args: argparse.Namespace) -> int:
         label = str(rec.get("label", rec.get("agent", "")) or "")
         examples.append(LabelledExample(str(rec["text"]), None if not label or is_out_of_scope(label) else label))
     # The thresholds belong to the encoder that scores: the same one `memroute route` and the service use.
-    report = fit(AgentRouter(embedder=routing_embedder(settings_from(args).embedder)), agents, examples,
-                 min_oos_recall=args.min_oos_recall)
+    settings = settings_from(args)
+    router = AgentRouter(embedder=routing_embedder(settings.embedder), bank=settings.routing_bank)
+    report = fit(router, agents, examples, min_oos_recall=args.min_oos_recall)
     out = args.out or "thresholds.json"
     report.calibration.save(out)
     if args.json:
@@ -219,7 +223,9 @@ def _fit_dialogues(args: argparse.Namespace) -> int:
     else:
         agents = load_candidates(args.candidates, args.split or Path(args.dialogues).stem)
         out = Path(args.out or "routing.fit.json")
-    fitted = fit_dialogues(args.dialogues, agents, AgentRouter(embedder=routing_embedder(settings_from(args).embedder)),
+    settings = settings_from(args)
+    router = AgentRouter(embedder=routing_embedder(settings.embedder), bank=settings.routing_bank)
+    fitted = fit_dialogues(args.dialogues, agents, router,
                            examples_per_agent=args.examples_per_agent, max_dialogues=args.max_dialogues,
                            unknown="skip" if args.skip_unknown else "error", show_progress=not args.json)
     fitted.save(out)
@@ -237,6 +243,7 @@ def _fit_dialogues(args: argparse.Namespace) -> int:
 
 
 def _eval_route(args: argparse.Namespace) -> int:
+    from memroute.config import Settings
     from memroute.eval.route_eval import run_route_eval
     from memroute.routing.fitted import load_fit
 
@@ -246,7 +253,8 @@ def _eval_route(args: argparse.Namespace) -> int:
                             show_progress=not args.json, llm=llm_from(args), sample=args.sample,
                             embedder=args.embedder, oracle_switches=args.oracle_switches, errors=args.errors,
                             train=args.train, train_split=args.train_split, fitted=load_fit(args.fit),
-                            train_dialogues=args.train_dialogues)
+                            train_dialogues=args.train_dialogues,
+                            bank=args.bank if args.bank is not None else Settings.load().routing_bank)
     if args.json:
         emit_json(report.as_dict())
     else:

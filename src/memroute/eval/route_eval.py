@@ -24,6 +24,7 @@ from memroute.embed import ROUTING_EMBEDDER
 from memroute.errors import InputError
 from memroute.eval.datasets import Turn, family, load_candidates, load_dialogues
 from memroute.llm import LlmAssistant, LlmUsage
+from memroute.routing.bank import BUILTIN
 from memroute.routing.composite import AgentRouter
 from memroute.routing.conversation import ConversationDecision, ConversationRouter
 from memroute.routing.fitted import FittedRouting, atomic_writer
@@ -132,7 +133,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
                    sample: int | None = None, embedder: str = ROUTING_EMBEDDER,
                    oracle_switches: bool = False, errors: str | Path | None = None,
                    train: str | Path | None = None, fitted: FittedRouting | None = None,
-                   train_split: str | None = None, train_dialogues: int = 5000) -> RouteEvalReport:
+                   train_split: str | None = None, train_dialogues: int = 5000,
+                   bank: str = BUILTIN) -> RouteEvalReport:
     """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file.
 
     ``oracle_switches`` is a diagnostic ceiling, not a router: the session is reset exactly where the gold task
@@ -142,7 +144,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     temporary file and renamed when complete). ``train``: first fit the router on that routing set
     (:func:`memroute.routing.training.fit_dialogues`, its candidates from ``candidates`` for ``train_split``,
     default the file's name; at most ``train_dialogues`` of its dialogues; labels outside that catalogue are left
-    out), then replay ``data`` with the fit; ``fitted`` replays with a fit made before."""
+    out), then replay ``data`` with the fit; ``fitted`` replays with a fit made before. ``bank``: the request bank
+    (:func:`memroute.routing.bank.bank_from_setting`'s form; ``off`` for none)."""
     from tqdm import tqdm
 
     from memroute.memory import Memory
@@ -154,11 +157,11 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
         dialogues = spread_sample(dialogues, sample)
     split = split if split is not None else Path(data).stem
     agents = load_candidates(candidates, split)
-    router = AgentRouter(embedder=embedder, llm=llm)
+    router = AgentRouter(embedder=embedder, llm=llm, bank=bank)
     fit_info: dict[str, Any] | None = None
     if train is not None:
         train_agents = load_candidates(candidates, train_split if train_split is not None else Path(train).stem)
-        fitted = fit_dialogues(train, train_agents, AgentRouter(embedder=router.embedder),
+        fitted = fit_dialogues(train, train_agents, AgentRouter(embedder=router.embedder, bank=bank),
                                show_progress=show_progress, unknown="skip", max_dialogues=train_dialogues)
     if fitted is not None:
         fit_info = fitted.summary(agents)

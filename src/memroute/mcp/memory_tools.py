@@ -48,7 +48,7 @@ class MemoryTools:
         self.router: AgentRouter | None = None
         self.conversations: ConversationRouter | None = None
         if self.agents:  # index the catalogue now, so that the first call is as fast as the others
-            self.router = AgentRouter(embedder=routing_embedder(memory.embedder))
+            self.router = AgentRouter(embedder=routing_embedder(memory.embedder), bank=memory.settings.routing_bank)
             self.conversations = ConversationRouter(memory, self.agents, router=self.router)
 
     def register(self, server: MCPServer[Any]) -> None:

@@ -15,6 +15,7 @@ from memroute.embed import ROUTING_EMBEDDER, Embedder, Vectors, embed_ahead, get
 from memroute.embed.by_language import runs_strong
 from memroute.errors import InputError
 from memroute.llm.steps import LlmAssistant
+from memroute.routing.bank import BUILTIN, RequestBank, bank_from_setting
 from memroute.routing.calibration import Calibration, ConfidenceFeatures, gap_scale
 from memroute.routing.index import F32, AgentCache, CatalogueIndex
 from memroute.routing.llm_assist import assist
@@ -62,12 +63,16 @@ class AgentRouter:
     Japanese and Korean texts), an :class:`Embedder`, or ``None`` for lexical routing only. ``calibration``
     holds the confidence weights and thresholds (``memroute fit``). ``llm``
     adds seed 004's LLM keywords, intent labels and top-N rerank under its policy
-    (:mod:`memroute.routing.llm_assist`); the output's ``llm`` records what each step did.
+    (:mod:`memroute.routing.llm_assist`); the output's ``llm`` records what each step did. ``bank`` is the
+    bank of example requests read for Japanese and Korean messages (:mod:`memroute.routing.bank`): a
+    :class:`RequestBank`, the ``routing_bank`` setting's form (``"builtin"``, the default; ``"off"``; paths), or
+    ``None``; it belongs to the cache, so it is ignored when ``cache`` is given.
     """
 
     def __init__(self, strategies: Sequence[Strategy] | None = None, *,
                  embedder: Embedder | str | None = ROUTING_EMBEDDER, calibration: Calibration | None = None,
-                 cache: AgentCache | None = None, llm: LlmAssistant | None = None) -> None:
+                 cache: AgentCache | None = None, llm: LlmAssistant | None = None,
+                 bank: RequestBank | str | None = BUILTIN) -> None:
         self.strategies = list(strategies) if strategies is not None else default_strategies()
         if not self.strategies:
             raise InputError("AgentRouter needs at least one strategy; omit strategies to get the defaults")
@@ -76,7 +81,9 @@ class AgentRouter:
             raise InputError(f"strategy names must be unique, got {names}")
         self.embedder = get_embedder(embedder) if isinstance(embedder, str) else embedder
         self.calibration = calibration or Calibration()
-        self.cache = cache or AgentCache(self.embedder)
+        if isinstance(bank, str):
+            bank = bank_from_setting(bank)
+        self.cache = cache or AgentCache(self.embedder, bank=bank)
         self.total_weight = float(sum(s.weight for s in self.strategies)) or 1.0
         self.llm = llm
 

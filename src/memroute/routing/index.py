@@ -17,8 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from memroute.embed import Embedder
-from memroute.embed.by_language import strong_columns
+from memroute.embed.by_language import reads_strong, strong_columns
 from memroute.routing.agents import agent_version, check_agents
+from memroute.routing.bank import BankMatch, BankVectors, RequestBank, match_bank
 from memroute.routing.documents import AgentDocument, describe
 from memroute.routing.examples import ExampleClassifier, example_grid, fit_classifier
 from memroute.types import Agent, AgentStatus
@@ -91,7 +92,7 @@ class CatalogueIndex:
     """Agents ready to be scored: built by :class:`AgentCache` and shared by the strategies."""
 
     def __init__(self, agents: tuple[Agent, ...], entries: Sequence[AgentEntry], dimension: int | None,
-                 strong_from: int | None = None) -> None:
+                 strong_from: int | None = None, bank: BankVectors | None = None) -> None:
         self.agents = agents
         self.strong_from = strong_from
         """Where the strong encoder's columns begin (a language-aware encoder), else ``None``."""
@@ -137,6 +138,24 @@ class CatalogueIndex:
             t: np.array([t in a.input_types for a in agents], dtype=np.bool_)
             for t in ("image", "audio", "video", "file")
         }
+        # Only a language-aware encoder's Japanese and Korean messages read the bank (strategies.py).
+        self._bank = bank if self.has_vectors and strong_from is not None and self.n else None
+        self._bank_match: BankMatch | None = None
+        self._bank_lock = threading.Lock()
+
+    def bank_match(self) -> BankMatch | None:
+        """The agents matched to the request bank (:mod:`memroute.routing.bank`): made when the index is built
+        if an agent is described in Japanese or Korean, else on the first Japanese or Korean message, so that an
+        English deployment never embeds the bank (nor loads the strong encoder for it). ``None`` without a bank,
+        or when no agent matched any capability."""
+        if self._bank is None:
+            return self._bank_match
+        with self._bank_lock:
+            if self._bank is not None:
+                descriptions = self.piece_matrix[self.piece_starts]  # each agent's ``name: description``
+                self._bank_match = match_bank(self._bank, descriptions)
+                self._bank = None
+            return self._bank_match
 
 
 def _static_order(agents: Sequence[Agent]) -> npt.NDArray[np.int64]:
@@ -172,8 +191,11 @@ class AgentCache:
     route would cost more than routing.
     """
 
-    def __init__(self, embedder: Embedder | None, max_catalogues: int = 8, max_agents: int = 200_000) -> None:
+    def __init__(self, embedder: Embedder | None, max_catalogues: int = 8, max_agents: int = 200_000,
+                 bank: RequestBank | None = None) -> None:
         self.embedder = embedder
+        self.bank = BankVectors(bank, embedder) if bank is not None and embedder is not None else None
+        """The request bank's vectors, embedded once for every catalogue this cache indexes."""
         self.max_catalogues = max_catalogues
         self.max_agents = max_agents
         self._entries: OrderedDict[tuple[str, str], AgentEntry] = OrderedDict()
@@ -190,7 +212,9 @@ class AgentCache:
         checked = check_agents(agents)
         entries = self._entries_for(checked)
         dim = self.embedder.dimension if self.embedder is not None else None
-        index = CatalogueIndex(checked, entries, dim, strong_columns(self.embedder))
+        index = CatalogueIndex(checked, entries, dim, strong_columns(self.embedder), self.bank)
+        if self.bank is not None and any(reads_strong(self.embedder, e.doc.pieces[0]) for e in entries):
+            index.bank_match()  # described in Japanese or Korean: match now, not on the first user's turn
         with self._lock:
             # The tuple of agents is kept with the index so that the ids in the key stay alive and unique.
             self._indexes[key] = (checked, index)

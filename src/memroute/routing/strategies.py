@@ -19,6 +19,9 @@ from memroute.routing.examples import top_mean
 from memroute.routing.index import F32, CatalogueIndex
 from memroute.text import tokenize
 
+BANK_WEIGHT = 0.3
+"""``EmbeddingStrategy.by_bank``'s default (docs/benchmarks.md, routing, the bank of example requests)."""
+
 _MENTION = re.compile(r"@([\w\-.:]+)", re.UNICODE)
 _WORDS = re.compile(r"[\w]+", re.UNICODE)
 _FILE_SUFFIXES = {
@@ -250,17 +253,26 @@ class EmbeddingStrategy:
     English messages are not read this way (their use-m3 vector already sees the name, which heads the
     description piece), so English scores are unchanged. 0.2 (in the language-aware cosine's units, where use-m3
     is ``sqrt(0.2)`` of a Japanese or Korean vector) was the middle of the dev plateau 0.15-0.3 over memroute's
-    Korean and Japanese sets and JMultiWOZ-TC (docs/benchmarks.md)."""
+    Korean and Japanese sets and JMultiWOZ-TC (docs/benchmarks.md).
+
+    A Japanese or Korean message is also read against memroute's bank of example requests for common
+    assistant capabilities (:mod:`memroute.routing.bank`), matched to the catalogue's agents when the router's
+    ``bank`` is set (the default): ``by_bank`` times :meth:`memroute.routing.bank.BankMatch.scores` (the agent's
+    best matched capability's request similarity, relative to the message's other matched capabilities, times
+    the match weight, centred over the matched agents) is added to the pieces' score; agents that match no
+    capability, and English messages, are untouched. 0.3 was the middle of the dev plateau 0.2-0.4 over the same
+    three sets (docs/benchmarks.md, the twelfth pass)."""
 
     name = "embedding"
 
     def __init__(self, weight: float = 1.0, top_examples: int = 3, top_pieces: int = 2,
-                 in_context: float = 0.3, by_name: float = 0.2) -> None:
+                 in_context: float = 0.3, by_name: float = 0.2, by_bank: float = BANK_WEIGHT) -> None:
         self.weight = weight
         self.top_examples = top_examples
         self.top_pieces = top_pieces
         self.in_context = in_context
         self.by_name = by_name
+        self.by_bank = by_bank
 
     def similarities(self, query: PreparedQuery, index: CatalogueIndex) -> tuple[F32, F32]:
         """(best piece cosine, example cosine) per agent; agents without examples get -1 for the latter."""
@@ -272,6 +284,7 @@ class EmbeddingStrategy:
             piece[index.piece_owner[index.piece_starts]] = _best_pieces(self._piece_sims(query.vector, index),
                                                                         index, self.top_pieces)
             piece += self._by_name(query.vector, index)
+            piece += self._by_bank(query.vector, index)
         if index.example_matrix.shape[0]:
             sims = index.example_matrix @ query.vector
             example[index.example_agents] = (
@@ -287,6 +300,18 @@ class EmbeddingStrategy:
             return np.float32(0.0)
         sims = index.label_matrix @ vector
         out: F32 = (np.float32(self.by_name) * (sims - sims.mean())).astype(np.float32)
+        return out
+
+    def _by_bank(self, vector: F32, index: CatalogueIndex) -> F32 | np.float32:
+        """A Japanese or Korean message read against the example requests of the bank capabilities each agent
+        matched (see the class docstring): ``by_bank *`` :meth:`BankMatch.scores`; 0 for any other message."""
+        split = index.strong_from
+        if self.by_bank <= 0 or split is None or not vector[split:].any():
+            return np.float32(0.0)
+        match = index.bank_match()
+        if match is None:
+            return np.float32(0.0)
+        out: F32 = (np.float32(self.by_bank) * match.scores(vector)).astype(np.float32)
         return out
 
     def _piece_sims(self, vector: F32, index: CatalogueIndex) -> F32:
@@ -322,6 +347,11 @@ class EmbeddingStrategy:
         if entry.example_vectors is not None and len(entry.example_vectors):
             sims = np.sort(entry.example_vectors @ query.vector)[::-1][: self.top_examples]
             out["example_similarity"] = round(float(sims.mean()), 4)
+        split = index.strong_from
+        match = index.bank_match() if self.by_bank > 0 and split is not None and query.vector[split:].any() else None
+        if match is not None and match.matched[agent]:
+            out["bank_capabilities"] = [c for c, w in zip(match.capabilities, match.weights[agent], strict=True)
+                                        if w > 0]
         classifier = index.example_classifier
         if classifier is not None and index.has_examples[agent]:
             where = np.flatnonzero(classifier.agents == agent)

@@ -55,7 +55,8 @@ class Service:
         # A routing fit: the routing_fit setting, else AGENTS.fit.json next to the catalogue file.
         fitted = load_fit(settings.routing_fit or None, settings.agents or None)
         self.router = AgentRouter(embedder=routing_embedder(memory.embedder), llm=memory.llm,
-                                  calibration=fitted.calibration if fitted is not None else None)
+                                  calibration=fitted.calibration if fitted is not None else None,
+                                  bank=settings.routing_bank)
         if fitted is not None:
             fitted.check_encoder(self.router.embedder)
         self.catalogues = Catalogues(memory, self.router, agents, fitted)

@@ -1,0 +1,215 @@
+"""A bank of example requests for common assistant capabilities, matched to a catalogue's agents zero-shot.
+
+Most assistant catalogues are made of the same few dozen capabilities (calendar, weather, translation,
+music, restaurants, travel, email, code review, ...). Example utterances are the strongest per-turn evidence
+routing has (an agent's own examples, fitted from a team's logged dialogues, gain 6-12 points on memroute's
+Japanese and Korean sets), but a new catalogue has none. The bank (``request_bank.json``, written by hand for
+memroute; its ``about`` says how) holds, per capability, a description and example requests in English,
+Japanese and Korean. When a catalogue is indexed, each agent is matched to the capabilities its description
+resembles (a soft weight from the encoder's cosine, 0 below a threshold, so an agent the bank knows nothing
+of matches nothing), and only the matched capabilities' requests are embedded, once per encoder. The
+embedding strategy then reads a Japanese or Korean message against them (:meth:`BankMatch.scores`).
+
+A user's own bank file has the same form (``load_bank``); the ``routing_bank`` setting names the sources
+(:func:`bank_from_setting`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memroute.embed import Embedder
+from memroute.errors import ConfigError, InputError
+from memroute.routing.examples import F32, I32, top_mean
+
+LANGUAGES = ("en", "ja", "ko")
+BUILTIN = "builtin"
+MATCH_FROM = 0.45
+"""Description cosine (agent's ``name: description`` against a capability's description in any of the three
+languages) at which a capability starts to count for an agent."""
+MATCH_FULL = 0.6
+"""Cosine at which it counts fully; between the two the weight rises linearly."""
+TOP_REQUESTS = 3
+"""A message's similarity to a capability: the mean of its ``TOP_REQUESTS`` nearest requests."""
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """One capability: descriptions in :data:`LANGUAGES` order, and its example requests in all of them."""
+
+    id: str
+    descriptions: tuple[str, ...]
+    requests: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestBank:
+    capabilities: tuple[Capability, ...]
+
+    def __add__(self, other: RequestBank) -> RequestBank:
+        return RequestBank(self.capabilities + other.capabilities)
+
+    def __len__(self) -> int:
+        return len(self.capabilities)
+
+
+def parse_bank(data: Any, source: str = "bank") -> RequestBank:
+    """A bank from its JSON form; a clear :class:`InputError` for anything malformed."""
+    caps = data.get("capabilities") if isinstance(data, dict) else None
+    if not isinstance(caps, list) or not caps:
+        raise InputError(f"{source}: expected an object with a non-empty 'capabilities' list")
+    out: list[Capability] = []
+    seen: set[str] = set()
+    for i, cap in enumerate(caps):
+        where = f"{source}: capability {i}"
+        if not isinstance(cap, dict) or not isinstance(cap.get("id"), str) or not cap["id"].strip():
+            raise InputError(f"{where}: needs a non-empty string 'id'")
+        where = f"{source}: capability {cap['id']!r}"
+        if cap["id"] in seen:
+            raise InputError(f"{where}: id used twice")
+        seen.add(cap["id"])
+        desc, reqs = cap.get("description"), cap.get("requests")
+        if not isinstance(desc, dict) or not isinstance(reqs, dict):
+            raise InputError(f"{where}: needs 'description' and 'requests', each keyed by {', '.join(LANGUAGES)}")
+        for lang in LANGUAGES:
+            if not isinstance(desc.get(lang), str) or not desc[lang].strip():
+                raise InputError(f"{where}: description.{lang} must be a non-empty string")
+            texts = reqs.get(lang)
+            if (not isinstance(texts, list) or not texts
+                    or not all(isinstance(t, str) and t.strip() for t in texts)):
+                raise InputError(f"{where}: requests.{lang} must be a non-empty list of non-empty strings")
+        out.append(Capability(cap["id"], tuple(desc[lang] for lang in LANGUAGES),
+                              tuple(dict.fromkeys(t for lang in LANGUAGES for t in reqs[lang]))))
+    return RequestBank(tuple(out))
+
+
+def load_bank(path: str | Path) -> RequestBank:
+    """A bank file (JSON, the form of memroute's ``routing/request_bank.json``)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read the request bank {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the request bank {path} is not valid JSON: {exc}") from exc
+    return parse_bank(data, str(path))
+
+
+@lru_cache(maxsize=1)
+def builtin_bank() -> RequestBank:
+    """memroute's own bank (package data)."""
+    text = resources.files("memroute.routing").joinpath("request_bank.json").read_text(encoding="utf-8")
+    return parse_bank(json.loads(text), "memroute's request_bank.json")
+
+
+def bank_from_setting(value: str) -> RequestBank | None:
+    """The ``routing_bank`` setting: ``builtin`` (the default), ``off`` (or empty) for none, or a comma-separated
+    list of sources, each ``builtin`` or a path to a bank file (``builtin,my_bank.json`` extends memroute's bank,
+    ``my_bank.json`` replaces it)."""
+    sources = [s.strip() for s in value.split(",") if s.strip()]
+    if not sources or sources == ["off"]:
+        return None
+    if "off" in sources:
+        raise ConfigError(f"routing_bank {value!r}: 'off' cannot be combined with other sources")
+    bank: RequestBank | None = None
+    for source in sources:
+        part = builtin_bank() if source == BUILTIN else load_bank(source)
+        bank = part if bank is None else bank + part
+    if bank is not None and len({c.id for c in bank.capabilities}) != len(bank):
+        raise ConfigError(f"routing_bank {value!r}: a capability id appears in more than one source")
+    return bank
+
+
+class BankVectors:
+    """A bank's texts embedded by one encoder, lazily: the descriptions when the first catalogue is matched,
+    a capability's requests when an agent first matches it. Thread-safe; cached by the :class:`AgentCache`."""
+
+    def __init__(self, bank: RequestBank, embedder: Embedder) -> None:
+        self.bank, self.embedder = bank, embedder
+        self._descriptions: F32 | None = None
+        self._requests: dict[int, F32] = {}
+        self._lock = threading.Lock()
+
+    def descriptions(self) -> F32:
+        """(capabilities x languages, dimension): row ``c * len(LANGUAGES) + l``."""
+        with self._lock:
+            if self._descriptions is None:
+                texts = [d for c in self.bank.capabilities for d in c.descriptions]
+                self._descriptions = np.asarray(self.embedder.embed(texts, side="passage"), dtype=np.float32)
+            return self._descriptions
+
+    def requests(self, caps: list[int]) -> list[F32]:
+        with self._lock:
+            missing = [c for c in caps if c not in self._requests]
+            if missing:
+                texts = [t for c in missing for t in self.bank.capabilities[c].requests]
+                vecs = np.asarray(self.embedder.embed(texts, side="query"), dtype=np.float32)
+                at = 0
+                for c in missing:
+                    n = len(self.bank.capabilities[c].requests)
+                    self._requests[c] = vecs[at:at + n]
+                    at += n
+            return [self._requests[c] for c in caps]
+
+
+@dataclass(frozen=True, slots=True)
+class BankMatch:
+    """A catalogue's agents matched to bank capabilities (built with its index)."""
+
+    capabilities: tuple[str, ...]
+    """Ids of the capabilities some agent matched, in the order of ``weights``' columns."""
+    weights: F32
+    """(agents, matched capabilities): each agent's match weight in [0, 1]."""
+    matched: np.ndarray[Any, np.dtype[np.bool_]]
+    """Agents with any matched capability."""
+    requests: F32
+    """The matched capabilities' requests, stacked capability by capability."""
+    grid: I32
+    """Each capability's rows of ``requests`` as a padded grid (padding points past the last row)."""
+
+    def scores(self, vector: F32) -> F32:
+        """Per agent: the best over its matched capabilities of the match weight times the capability's
+        similarity to ``vector`` (mean of the nearest :data:`TOP_REQUESTS` requests) less its mean over the matched
+        capabilities; then centred over the matched agents. 0 for an agent that matched nothing (it is neither
+        pushed up nor down)."""
+        sims = self.requests @ vector
+        per_cap = top_mean(sims, self.grid, TOP_REQUESTS)
+        # Relative to the message's mean over the matched capabilities, so that a weak match shrinks what
+        # sets a capability apart, not the similarity itself (which would favour fully matched agents).
+        relative = per_cap - per_cap.mean()
+        best = np.where(self.weights > 0, self.weights * relative[None, :], -np.inf).max(axis=1)
+        out = np.zeros(self.weights.shape[0], dtype=np.float32)
+        out[self.matched] = best[self.matched] - best[self.matched].mean()
+        return out
+
+
+def match_bank(vectors: BankVectors, agent_vectors: F32, match_from: float = MATCH_FROM,
+               match_full: float = MATCH_FULL) -> BankMatch | None:
+    """Each agent (its ``name: description`` vector, one row of ``agent_vectors``) against every capability's
+    descriptions (the best of the three languages): weight ``(cosine - match_from) / (match_full - match_from)``
+    clipped to [0, 1]. ``None`` when no agent matches anything."""
+    desc = vectors.descriptions()
+    n_lang = len(LANGUAGES)
+    cos = (agent_vectors @ desc.T).reshape(len(agent_vectors), -1, n_lang).max(axis=2)
+    weights = np.clip((cos - match_from) / (match_full - match_from), 0.0, 1.0).astype(np.float32)
+    used = np.flatnonzero(weights.max(axis=0) > 0)
+    if not used.size:
+        return None
+    blocks = vectors.requests([int(c) for c in used])
+    sizes = np.array([len(b) for b in blocks], dtype=np.int32)
+    starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int32)
+    weights = np.ascontiguousarray(weights[:, used])
+    # A padded grid even when counts are uneven (a user's bank): the bank is small.
+    grid = np.full((len(sizes), int(sizes.max())), int(sizes.sum()), dtype=np.int32)
+    for i, (start, size) in enumerate(zip(starts, sizes, strict=True)):
+        grid[i, :size] = np.arange(start, start + size, dtype=np.int32)
+    return BankMatch(tuple(vectors.bank.capabilities[c].id for c in used), weights, weights.max(axis=1) > 0,
+                     np.ascontiguousarray(np.vstack(blocks)), grid)
+
