@@ -16,6 +16,7 @@ A user's own bank file has the same form (``load_bank``); the ``routing_bank`` s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ MATCH_FULL = 0.6
 """Cosine at which it counts fully; between the two the weight rises linearly."""
 TOP_REQUESTS = 3
 """A message's similarity to a capability: the mean of its ``TOP_REQUESTS`` nearest requests."""
+VECTORS_FILE = "request_bank_vectors.npz"
+"""Package data: the built-in bank's vectors under the packaged routing encoder, float16, written by
+``python -m benchmarks.bank_vectors`` (see :class:`ShippedVectors`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,69 @@ class Capability:
     id: str
     descriptions: tuple[str, ...]
     requests: tuple[str, ...]
+
+
+def capability_key(cap: Capability) -> str:
+    """A capability's content (id, descriptions, requests) as a hash: shipped vectors are used only for the texts
+    they were computed from."""
+    text = json.dumps([cap.id, cap.descriptions, cap.requests], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class ShippedVectors:
+    """Capabilities' vectors computed ahead of time by one encoder (``model_id``, ``dimension``): per capability
+    key, its descriptions' rows (:data:`LANGUAGES` order, ``side="passage"``) and its requests' rows
+    (``side="query"``), as float32 arrays. Matching a catalogue to the built-in bank then embeds nothing of it:
+    a 10-agent Korean catalogue's index took 3.3 s instead of 0.6 s when ~500 of the bank's texts were embedded
+    in each process (docs/benchmarks.md, routing, thirteenth pass)."""
+
+    model_id: str
+    dimension: int
+    descriptions: dict[str, F32]
+    requests: dict[str, F32]
+
+    def for_encoder(self, embedder: Embedder) -> ShippedVectors | None:
+        return self if (embedder.model_id, embedder.dimension) == (self.model_id, self.dimension) else None
+
+
+def read_vectors(source: Any) -> ShippedVectors:
+    """Vectors from a file written by :func:`write_vectors` (a path or a binary file object)."""
+    with np.load(source, allow_pickle=False) as data:
+        keys = [str(k) for k in data["keys"]]
+        desc = data["descriptions"].astype(np.float32)
+        reqs = data["requests"].astype(np.float32)
+        ends = np.cumsum(data["sizes"])
+        model_id, dimension = str(data["model_id"]), int(data["dimension"])
+    n_lang = len(LANGUAGES)
+    desc /= np.maximum(np.linalg.norm(desc, axis=1, keepdims=True), np.float32(1e-6))
+    reqs /= np.maximum(np.linalg.norm(reqs, axis=1, keepdims=True), np.float32(1e-6))
+    starts = np.r_[0, ends[:-1]]
+    return ShippedVectors(
+        model_id, dimension,
+        {k: desc[i * n_lang:(i + 1) * n_lang] for i, k in enumerate(keys)},
+        {k: reqs[int(a):int(b)] for k, a, b in zip(keys, starts, ends, strict=True)})
+
+
+def write_vectors(bank: RequestBank, embedder: Embedder, out: Any) -> None:
+    """Embed every text of ``bank`` with ``embedder`` and write them, float16, for :func:`read_vectors`."""
+    desc = np.asarray(embedder.embed([d for c in bank.capabilities for d in c.descriptions], side="passage"))
+    reqs = np.asarray(embedder.embed([t for c in bank.capabilities for t in c.requests], side="query"))
+    np.savez_compressed(
+        out, model_id=np.array(embedder.model_id), dimension=np.array(embedder.dimension),
+        keys=np.array([capability_key(c) for c in bank.capabilities]),
+        sizes=np.array([len(c.requests) for c in bank.capabilities], dtype=np.int32),
+        descriptions=desc.astype(np.float16), requests=reqs.astype(np.float16))
+
+
+@lru_cache(maxsize=1)
+def shipped_vectors() -> ShippedVectors | None:
+    """The built-in bank's vectors shipped with memroute (``None`` if the file is missing)."""
+    ref = resources.files("memroute.routing").joinpath(VECTORS_FILE)
+    if not ref.is_file():
+        return None
+    with ref.open("rb") as f:
+        return read_vectors(f)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,24 +196,58 @@ def bank_from_setting(value: str) -> RequestBank | None:
 
 class BankVectors:
     """A bank's texts embedded by one encoder, lazily: the descriptions when the first catalogue is matched,
-    a capability's requests when an agent first matches it. Thread-safe; cached by the :class:`AgentCache`."""
+    a capability's requests when an agent first matches it. A capability whose content and encoder are those of
+    ``shipped`` (by default memroute's :func:`shipped_vectors` of the built-in bank) takes its vectors from there
+    and embeds nothing; a user's own capabilities, or any under another encoder, are embedded. Thread-safe;
+    cached by the :class:`AgentCache`."""
 
-    def __init__(self, bank: RequestBank, embedder: Embedder) -> None:
+    def __init__(self, bank: RequestBank, embedder: Embedder, shipped: ShippedVectors | str | None = BUILTIN) -> None:
         self.bank, self.embedder = bank, embedder
+        stored = shipped_vectors() if shipped == BUILTIN else shipped
+        self._shipped = stored.for_encoder(embedder) if isinstance(stored, ShippedVectors) else None
+        self._keys: list[str] | None = None
         self._descriptions: F32 | None = None
         self._requests: dict[int, F32] = {}
         self._lock = threading.Lock()
+
+    def _shipped_key(self, c: int, kind: str) -> str | None:
+        """Capability ``c``'s key if its ``kind`` (``descriptions`` or ``requests``) vectors were shipped."""
+        if self._shipped is None:
+            return None
+        if self._keys is None:
+            self._keys = [capability_key(cap) for cap in self.bank.capabilities]
+        key = self._keys[c]
+        return key if key in getattr(self._shipped, kind) else None
 
     def descriptions(self) -> F32:
         """(capabilities x languages, dimension): row ``c * len(LANGUAGES) + l``."""
         with self._lock:
             if self._descriptions is None:
-                texts = [d for c in self.bank.capabilities for d in c.descriptions]
-                self._descriptions = np.asarray(self.embedder.embed(texts, side="passage"), dtype=np.float32)
+                n_lang = len(LANGUAGES)
+                out = np.empty((len(self.bank) * n_lang, self.embedder.dimension), dtype=np.float32)
+                missing = []
+                for c in range(len(self.bank)):
+                    key = self._shipped_key(c, "descriptions")
+                    if key is None:
+                        missing.append(c)
+                    else:
+                        assert self._shipped is not None
+                        out[c * n_lang:(c + 1) * n_lang] = self._shipped.descriptions[key]
+                if missing:
+                    texts = [d for c in missing for d in self.bank.capabilities[c].descriptions]
+                    vecs = np.asarray(self.embedder.embed(texts, side="passage"), dtype=np.float32)
+                    for j, c in enumerate(missing):
+                        out[c * n_lang:(c + 1) * n_lang] = vecs[j * n_lang:(j + 1) * n_lang]
+                self._descriptions = out
             return self._descriptions
 
     def requests(self, caps: list[int]) -> list[F32]:
         with self._lock:
+            for c in caps:
+                key = self._shipped_key(c, "requests") if c not in self._requests else None
+                if key is not None:
+                    assert self._shipped is not None
+                    self._requests[c] = self._shipped.requests[key]
             missing = [c for c in caps if c not in self._requests]
             if missing:
                 texts = [t for c in missing for t in self.bank.capabilities[c].requests]
