@@ -238,3 +238,16 @@ def test_the_builtin_bank_embeds_nothing_and_scores_as_if_embedded(aware: Langua
     seen.clear()
     BankVectors(bank, recording, shipped=other).descriptions()
     assert set(seen) == {d for c in bank.capabilities for d in c.descriptions}
+
+
+def test_a_request_for_a_capability_no_agent_has_gets_little_from_the_bank(aware: LanguageAwareEmbedder) -> None:
+    """Each capability's share of a message is taken among all the bank's capabilities: a weather question put to
+    a catalogue without a weather agent moves the scores much less than a request the catalogue can serve."""
+    with_bank, without = _router(aware), _router(aware, by_bank=0.0)
+
+    def added(text: str) -> np.ndarray:
+        return np.asarray(with_bank.score(text, with_bank.index(KO_AGENTS)).parts["embedding"]
+                          - without.score(text, without.index(KO_AGENTS)).parts["embedding"])
+
+    served, unserved = added("신나는 거 하나 틀어 봐"), added("내일 우산 챙겨야 할까?")
+    assert np.ptp(unserved) < 0.5 * np.ptp(served), (served, unserved)

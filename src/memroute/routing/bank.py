@@ -7,8 +7,10 @@ Japanese and Korean sets), but a new catalogue has none. The bank (``request_ban
 memroute; its ``about`` says how) holds, per capability, a description and example requests in English,
 Japanese and Korean. When a catalogue is indexed, each agent is matched to the capabilities its description
 resembles (a soft weight from the encoder's cosine, 0 below a threshold, so an agent the bank knows nothing
-of matches nothing), and only the matched capabilities' requests are embedded, once per encoder. The
-embedding strategy then reads a Japanese or Korean message against them (:meth:`BankMatch.scores`).
+of matches nothing). The embedding strategy then reads a Japanese or Korean message against every
+capability's requests and gives each matched agent its capabilities' share of the message
+(:meth:`BankMatch.scores`). The built-in bank's vectors under the packaged routing encoder ship with memroute
+(:func:`shipped_vectors`); any other bank or encoder embeds them once per process.
 
 A user's own bank file has the same form (``load_bank``); the ``routing_bank`` setting names the sources
 (:func:`bank_from_setting`).
@@ -40,6 +42,8 @@ MATCH_FULL = 0.6
 """Cosine at which it counts fully; between the two the weight rises linearly."""
 TOP_REQUESTS = 3
 """A message's similarity to a capability: the mean of its ``TOP_REQUESTS`` nearest requests."""
+TEMPERATURE = 0.05
+"""Of the softmax that gives each capability its share of a message (:meth:`BankMatch.scores`)."""
 VECTORS_FILE = "request_bank_vectors.npz"
 """Package data: the built-in bank's vectors under the packaged routing encoder, float16, written by
 ``python -m benchmarks.bank_vectors`` (see :class:`ShippedVectors`)."""
@@ -271,21 +275,24 @@ class BankMatch:
     matched: np.ndarray[Any, np.dtype[np.bool_]]
     """Agents with any matched capability."""
     requests: F32
-    """The matched capabilities' requests, stacked capability by capability."""
+    """Every capability's requests (matched or not), stacked capability by capability."""
     grid: I32
     """Each capability's rows of ``requests`` as a padded grid (padding points past the last row)."""
+    columns: I32
+    """Each matched capability's row of ``grid``."""
+    temperature: float = TEMPERATURE
 
     def scores(self, vector: F32) -> F32:
-        """Per agent: the best over its matched capabilities of the match weight times the capability's
-        similarity to ``vector`` (mean of the nearest :data:`TOP_REQUESTS` requests) less its mean over the matched
-        capabilities; then centred over the matched agents. 0 for an agent that matched nothing (it is neither
-        pushed up nor down)."""
-        sims = self.requests @ vector
-        per_cap = top_mean(sims, self.grid, TOP_REQUESTS)
-        # Relative to the message's mean over the matched capabilities, so that a weak match shrinks what
-        # sets a capability apart, not the similarity itself (which would favour fully matched agents).
-        relative = per_cap - per_cap.mean()
-        best = np.where(self.weights > 0, self.weights * relative[None, :], -np.inf).max(axis=1)
+        """Per agent: the best over its matched capabilities of the match weight times the capability's share
+        of the message among all the bank's capabilities (a softmax at :data:`TEMPERATURE` of each one's
+        similarity, the mean of its nearest :data:`TOP_REQUESTS` requests); then centred over the matched agents.
+        0 for an agent that matched nothing (it is neither pushed up nor down)."""
+        per_cap = top_mean(self.requests @ vector, self.grid, TOP_REQUESTS)
+        # A share among every capability, not only the matched ones: a message that reads like a request for
+        # something no agent does (or like no request at all, a bare answer) gives every matched one little.
+        share = np.exp((per_cap - per_cap.max()) / np.float32(self.temperature))
+        share = (share / share.sum())[self.columns]
+        best = np.where(self.weights > 0, self.weights * share[None, :], -np.inf).max(axis=1)
         out = np.zeros(self.weights.shape[0], dtype=np.float32)
         out[self.matched] = best[self.matched] - best[self.matched].mean()
         return out
@@ -300,10 +307,10 @@ def match_bank(vectors: BankVectors, agent_vectors: F32, match_from: float = MAT
     n_lang = len(LANGUAGES)
     cos = (agent_vectors @ desc.T).reshape(len(agent_vectors), -1, n_lang).max(axis=2)
     weights = np.clip((cos - match_from) / (match_full - match_from), 0.0, 1.0).astype(np.float32)
-    used = np.flatnonzero(weights.max(axis=0) > 0)
+    used = np.flatnonzero(weights.max(axis=0) > 0).astype(np.int32)
     if not used.size:
         return None
-    blocks = vectors.requests([int(c) for c in used])
+    blocks = vectors.requests(list(range(len(vectors.bank))))
     sizes = np.array([len(b) for b in blocks], dtype=np.int32)
     starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int32)
     weights = np.ascontiguousarray(weights[:, used])
@@ -312,5 +319,4 @@ def match_bank(vectors: BankVectors, agent_vectors: F32, match_from: float = MAT
     for i, (start, size) in enumerate(zip(starts, sizes, strict=True)):
         grid[i, :size] = np.arange(start, start + size, dtype=np.int32)
     return BankMatch(tuple(vectors.bank.capabilities[c].id for c in used), weights, weights.max(axis=1) > 0,
-                     np.ascontiguousarray(np.vstack(blocks)), grid)
-
+                     np.ascontiguousarray(np.vstack(blocks)), grid, used)

@@ -19,7 +19,7 @@ from memroute.routing.examples import top_mean
 from memroute.routing.index import F32, CatalogueIndex
 from memroute.text import tokenize
 
-BANK_WEIGHT = 0.3
+BANK_WEIGHT = 0.25
 """``EmbeddingStrategy.by_bank``'s default (docs/benchmarks.md, routing, the bank of example requests)."""
 
 _MENTION = re.compile(r"@([\w\-.:]+)", re.UNICODE)
