@@ -176,14 +176,14 @@ def _own_bank() -> RequestBank:
 
 def test_the_bank_is_embedded_once_for_every_catalogue_of_a_router(aware: LanguageAwareEmbedder) -> None:
     """A catalogue described in Japanese or Korean is matched when it is indexed; a later version of it embeds
-    nothing of the bank again but the requests of capabilities no earlier version matched."""
+    nothing of the bank again."""
     seen: list[str] = []
     bank = _own_bank()
     router = AgentRouter(embedder=Recording(aware, seen.extend), bank=bank)
     router.index(KO_AGENTS)
     requests = {t for c in bank.capabilities for t in c.requests}
     first = [t for t in seen if t in requests]
-    assert first and len(first) == len(set(first))
+    assert set(first) == requests and len(first) == len(set(first))  # every request, once
     seen.clear()
     index = router.index((*KO_AGENTS[:3], Agent("translate", "translate", "여러 언어로 번역해 드립니다")))
     assert not set(seen) & ({d for c in bank.capabilities for d in c.descriptions} | set(first))
@@ -250,4 +250,5 @@ def test_a_request_for_a_capability_no_agent_has_gets_little_from_the_bank(aware
                           - without.score(text, without.index(KO_AGENTS)).parts["embedding"])
 
     served, unserved = added("신나는 거 하나 틀어 봐"), added("내일 우산 챙겨야 할까?")
-    assert np.ptp(unserved) < 0.5 * np.ptp(served), (served, unserved)
+    assert np.ptp(unserved) < 0.2 * np.ptp(served), (served, unserved)  # (0.43 when shares were taken among
+    # the matched capabilities only, the form before the thirteenth pass; 0.01 now)

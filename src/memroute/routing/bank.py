@@ -199,8 +199,8 @@ def bank_from_setting(value: str) -> RequestBank | None:
 
 
 class BankVectors:
-    """A bank's texts embedded by one encoder, lazily: the descriptions when the first catalogue is matched,
-    a capability's requests when an agent first matches it. A capability whose content and encoder are those of
+    """A bank's texts embedded by one encoder, lazily: its descriptions and requests when the first catalogue is
+    matched (:func:`match_bank` reads every capability's requests). A capability whose content and encoder are those of
     ``shipped`` (by default memroute's :func:`shipped_vectors` of the built-in bank) takes its vectors from there
     and embeds nothing; a user's own capabilities, or any under another encoder, are embedded. Thread-safe;
     cached by the :class:`AgentCache`."""
