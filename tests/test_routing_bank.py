@@ -13,7 +13,19 @@ from memroute.config import Settings
 from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedder
 from memroute.errors import ConfigError, InputError
 from memroute.routing import AgentRouter
-from memroute.routing.bank import LANGUAGES, bank_from_setting, builtin_bank, load_bank, parse_bank
+from memroute.routing.bank import (
+    LANGUAGES,
+    BankVectors,
+    RequestBank,
+    ShippedVectors,
+    bank_from_setting,
+    builtin_bank,
+    capability_key,
+    load_bank,
+    match_bank,
+    parse_bank,
+    shipped_vectors,
+)
 from memroute.routing.strategies import BM25Strategy, EmbeddingStrategy, MentionStrategy
 from memroute.types import Agent
 from tests.recording import Recording
@@ -154,19 +166,89 @@ def test_english_messages_and_the_off_switches_leave_scores_unchanged(aware: Lan
     assert not np.array_equal(on.score(text, on.index(KO_AGENTS)).total, base)
 
 
+def _own_bank() -> RequestBank:
+    """The built-in bank's texts under other capability ids: a user's bank, which no shipped vector covers."""
+    raw = json.loads(resources.files("memroute.routing").joinpath("request_bank.json").read_text(encoding="utf-8"))
+    for cap in raw["capabilities"]:
+        cap["id"] = "own-" + cap["id"]
+    return parse_bank(raw, "own bank")
+
+
 def test_the_bank_is_embedded_once_for_every_catalogue_of_a_router(aware: LanguageAwareEmbedder) -> None:
     """A catalogue described in Japanese or Korean is matched when it is indexed; a later version of it embeds
-    nothing of the bank again but the requests of capabilities no earlier version matched."""
+    nothing of the bank again."""
     seen: list[str] = []
-    router = AgentRouter(embedder=Recording(aware, seen.extend), bank="builtin")
-    bank = builtin_bank()
+    bank = _own_bank()
+    router = AgentRouter(embedder=Recording(aware, seen.extend), bank=bank)
     router.index(KO_AGENTS)
     requests = {t for c in bank.capabilities for t in c.requests}
     first = [t for t in seen if t in requests]
-    assert first and len(first) == len(set(first))
+    assert set(first) == requests and len(first) == len(set(first))  # every request, once
     seen.clear()
     index = router.index((*KO_AGENTS[:3], Agent("translate", "translate", "여러 언어로 번역해 드립니다")))
     assert not set(seen) & ({d for c in bank.capabilities for d in c.descriptions} | set(first))
     # explain names the capabilities an agent matched
     prepared = router.prepare("신나는 거 하나 틀어 봐")
-    assert "music" in EmbeddingStrategy().explain(prepared, index, 0)["bank_capabilities"]
+    assert "own-music" in EmbeddingStrategy().explain(prepared, index, 0)["bank_capabilities"]
+
+
+def test_the_shipped_vectors_are_those_of_the_current_encoder_and_bank(aware: LanguageAwareEmbedder) -> None:
+    """Every built-in capability has shipped vectors for the packaged routing encoder, and a sample of them,
+    recomputed now, matches (float16 rounding apart): an edited bank or a changed encoder fails here until
+    ``python -m benchmarks.bank_vectors`` is run again."""
+    shipped = shipped_vectors()
+    assert shipped is not None and shipped.for_encoder(aware) is shipped
+    bank = builtin_bank()
+    keys = [capability_key(c) for c in bank.capabilities]
+    assert set(keys) == set(shipped.descriptions) == set(shipped.requests)
+    for cap in bank.capabilities[::9]:  # five capabilities, each with its texts in all three languages
+        key = capability_key(cap)
+        desc = aware.embed(list(cap.descriptions), side="passage")
+        reqs = aware.embed(list(cap.requests), side="query")
+        assert shipped.requests[key].shape == reqs.shape
+        assert np.abs(shipped.descriptions[key] - desc).max() < 2e-3, cap.id
+        assert np.abs(shipped.requests[key] - reqs).max() < 2e-3, cap.id
+        # what routing reads from them: the cosines, to within float16 rounding
+        assert np.abs(shipped.requests[key] @ reqs.T - reqs @ reqs.T).max() < 2e-3, cap.id
+
+
+def test_the_builtin_bank_embeds_nothing_and_scores_as_if_embedded(aware: LanguageAwareEmbedder) -> None:
+    """With the packaged encoder a catalogue is matched to the built-in bank from the shipped vectors (none of
+    the bank's texts is embedded) and a message's bank scores equal those from vectors embedded at run time; a
+    capability of a user's bank, or any under another encoder, is embedded."""
+    seen: list[str] = []
+    recording = Recording(aware, seen.extend)
+    bank = builtin_bank()
+    texts = {t for c in bank.capabilities for t in (*c.descriptions, *c.requests)}
+    shipped_match = BankVectors(bank, recording)
+    embedded_match = BankVectors(bank, recording, shipped=None)
+    index = AgentRouter(embedder=aware, bank="off").index(KO_AGENTS)
+    agent_vectors = index.piece_matrix[index.piece_starts]
+    a = match_bank(shipped_match, agent_vectors)
+    assert a is not None and not set(seen) & texts
+    b = match_bank(embedded_match, agent_vectors)
+    assert b is not None and set(seen) & texts
+    assert a.capabilities == b.capabilities and np.allclose(a.weights, b.weights, atol=2e-2)
+    for text in ("신나는 거 하나 틀어 봐", "집까지 차 좀 잡아 줄래?"):
+        vector = aware.embed([text], side="query")[0]
+        assert np.abs(a.scores(vector) - b.scores(vector)).max() < 2e-3, text
+    # another encoder: the shipped vectors are not used
+    other = ShippedVectors("another-encoder", aware.dimension, {}, {})
+    assert other.for_encoder(aware) is None
+    seen.clear()
+    BankVectors(bank, recording, shipped=other).descriptions()
+    assert set(seen) == {d for c in bank.capabilities for d in c.descriptions}
+
+
+def test_a_request_for_a_capability_no_agent_has_gets_little_from_the_bank(aware: LanguageAwareEmbedder) -> None:
+    """Each capability's share of a message is taken among all the bank's capabilities: a weather question put to
+    a catalogue without a weather agent moves the scores much less than a request the catalogue can serve."""
+    with_bank, without = _router(aware), _router(aware, by_bank=0.0)
+
+    def added(text: str) -> np.ndarray:
+        return np.asarray(with_bank.score(text, with_bank.index(KO_AGENTS)).parts["embedding"]
+                          - without.score(text, without.index(KO_AGENTS)).parts["embedding"])
+
+    served, unserved = added("신나는 거 하나 틀어 봐"), added("내일 우산 챙겨야 할까?")
+    assert np.ptp(unserved) < 0.2 * np.ptp(served), (served, unserved)  # (0.43 when shares were taken among
+    # the matched capabilities only, the form before the thirteenth pass; 0.01 now)

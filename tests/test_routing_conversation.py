@@ -323,3 +323,18 @@ def test_a_stored_vector_is_read_only_for_its_own_text() -> None:
         assert _stored_vector({**state, "vector": broken}, "a", "m1/3") is None
     both = joined(np.array([1.0, 0.0], dtype=np.float32), 4, np.array([0.0, 1.0], dtype=np.float32), 1)
     assert np.isclose(np.linalg.norm(both), 1.0) and both[0] == pytest.approx(2 * both[1])  # sqrt(4) : sqrt(1)
+
+
+def test_japanese_and_korean_turns_are_marked_for_the_switch_rule(memory: Memory, embedder: CachedEmbedder) -> None:
+    """The rule's ``ja_ko_bias`` reads exactly the turns the language-aware encoder reads with its strong part."""
+    from memroute.routing.training import _Recorder
+
+    e5 = E5SmallEmbedder()
+    aware = AgentRouter(embedder=LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension), bank="off")
+    rec = _Recorder(memory, AGENTS, router=aware, use_memories=False)
+    for text in ("이 파이썬 코드 리뷰해 주세요", "Check the variable names too", "このコードも見てください"):
+        rec.route(text, session="marks")
+    assert [features.ja_ko for _, _, features, _, _ in rec.trace] == [True, False, True]
+    plain = _Recorder(memory, AGENTS, router=AgentRouter(embedder=embedder, bank="off"), use_memories=False)
+    plain.route("이 파이썬 코드 리뷰해 주세요", session="plain")
+    assert not plain.trace[-1][2].ja_ko

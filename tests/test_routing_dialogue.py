@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -45,6 +47,15 @@ def test_margin_rises_for_bare_answers_and_drops_for_new_requests() -> None:
     assert margin_for(p, plain, standout=5.0) < margin_for(p, plain, standout=1.0)
     assert margin_for(p, TurnFeatures(read_cues("No thanks, that's all", None), words=2)) == float("inf")
     assert not read_cues("No, thank you anyway.", None).switch  # "anyway" is no switch
+
+
+def test_a_japanese_or_korean_message_needs_a_larger_lead_english_is_untouched() -> None:
+    p = PolicyParams()
+    assert p.ja_ko_bias < 0
+    words = TurnFeatures(read_cues("노동요 좀 틀어 줘", None), words=2)
+    ko = replace(words, ja_ko=True)
+    assert margin_for(p, ko) == pytest.approx(margin_for(p, words) - p.ja_ko_bias / p.lead)
+    assert margin_for(PolicyParams(ja_ko_bias=0.0), ko) == margin_for(p, words)
 
 
 @pytest.mark.parametrize(("text", "also", "another"), [

@@ -149,6 +149,16 @@ def test_a_fit_for_another_encoder_is_refused(tmp_path: Path, router: AgentRoute
     assert load_fit(None, tmp_path / "agents.toml") is None  # nothing beside the catalogue: zero-shot
 
 
+def test_a_fit_saved_before_the_japanese_and_korean_bias_keeps_its_rule(tmp_path: Path, router: AgentRouter) -> None:
+    """A fit file written before ``ja_ko_bias`` existed was fitted and tuned without it: it loads with 0."""
+    fitted = fit_dialogues(_write(tmp_path / "t.jsonl", _dialogues(6)), _agents(), router)
+    data = fitted.as_dict()
+    assert data["policy"]["ja_ko_bias"] == fitted.policy.ja_ko_bias
+    assert FittedRouting.from_dict(data).policy == fitted.policy
+    del data["policy"]["ja_ko_bias"]
+    assert FittedRouting.from_dict(data).policy.ja_ko_bias == 0.0
+
+
 def test_replay_steps_exactly_like_the_router(tmp_path: Path, router: AgentRouter) -> None:
     from memroute.eval.datasets import load_candidates
     from memroute.eval.route_eval import run_route_eval

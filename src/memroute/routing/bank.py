@@ -7,8 +7,10 @@ Japanese and Korean sets), but a new catalogue has none. The bank (``request_ban
 memroute; its ``about`` says how) holds, per capability, a description and example requests in English,
 Japanese and Korean. When a catalogue is indexed, each agent is matched to the capabilities its description
 resembles (a soft weight from the encoder's cosine, 0 below a threshold, so an agent the bank knows nothing
-of matches nothing), and only the matched capabilities' requests are embedded, once per encoder. The
-embedding strategy then reads a Japanese or Korean message against them (:meth:`BankMatch.scores`).
+of matches nothing). The embedding strategy then reads a Japanese or Korean message against every
+capability's requests and gives each matched agent its capabilities' share of the message
+(:meth:`BankMatch.scores`). The built-in bank's vectors under the packaged routing encoder ship with memroute
+(:func:`shipped_vectors`); any other bank or encoder embeds them once per process.
 
 A user's own bank file has the same form (``load_bank``); the ``routing_bank`` setting names the sources
 (:func:`bank_from_setting`).
@@ -16,6 +18,7 @@ A user's own bank file has the same form (``load_bank``); the ``routing_bank`` s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from dataclasses import dataclass
@@ -39,6 +42,11 @@ MATCH_FULL = 0.6
 """Cosine at which it counts fully; between the two the weight rises linearly."""
 TOP_REQUESTS = 3
 """A message's similarity to a capability: the mean of its ``TOP_REQUESTS`` nearest requests."""
+TEMPERATURE = 0.05
+"""Of the softmax that gives each capability its share of a message (:meth:`BankMatch.scores`)."""
+VECTORS_FILE = "request_bank_vectors.npz"
+"""Package data: the built-in bank's vectors under the packaged routing encoder, float16, written by
+``python -m benchmarks.bank_vectors`` (see :class:`ShippedVectors`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +56,69 @@ class Capability:
     id: str
     descriptions: tuple[str, ...]
     requests: tuple[str, ...]
+
+
+def capability_key(cap: Capability) -> str:
+    """A capability's content (id, descriptions, requests) as a hash: shipped vectors are used only for the texts
+    they were computed from."""
+    text = json.dumps([cap.id, cap.descriptions, cap.requests], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class ShippedVectors:
+    """Capabilities' vectors computed ahead of time by one encoder (``model_id``, ``dimension``): per capability
+    key, its descriptions' rows (:data:`LANGUAGES` order, ``side="passage"``) and its requests' rows
+    (``side="query"``), as float32 arrays. Matching a catalogue to the built-in bank then embeds nothing of it:
+    a 10-agent Korean catalogue's index took 3.3 s instead of 0.6 s when ~500 of the bank's texts were embedded
+    in each process (docs/benchmarks.md, routing, thirteenth pass)."""
+
+    model_id: str
+    dimension: int
+    descriptions: dict[str, F32]
+    requests: dict[str, F32]
+
+    def for_encoder(self, embedder: Embedder) -> ShippedVectors | None:
+        return self if (embedder.model_id, embedder.dimension) == (self.model_id, self.dimension) else None
+
+
+def read_vectors(source: Any) -> ShippedVectors:
+    """Vectors from a file written by :func:`write_vectors` (a path or a binary file object)."""
+    with np.load(source, allow_pickle=False) as data:
+        keys = [str(k) for k in data["keys"]]
+        desc = data["descriptions"].astype(np.float32)
+        reqs = data["requests"].astype(np.float32)
+        ends = np.cumsum(data["sizes"])
+        model_id, dimension = str(data["model_id"]), int(data["dimension"])
+    n_lang = len(LANGUAGES)
+    desc /= np.maximum(np.linalg.norm(desc, axis=1, keepdims=True), np.float32(1e-6))
+    reqs /= np.maximum(np.linalg.norm(reqs, axis=1, keepdims=True), np.float32(1e-6))
+    starts = np.r_[0, ends[:-1]]
+    return ShippedVectors(
+        model_id, dimension,
+        {k: desc[i * n_lang:(i + 1) * n_lang] for i, k in enumerate(keys)},
+        {k: reqs[int(a):int(b)] for k, a, b in zip(keys, starts, ends, strict=True)})
+
+
+def write_vectors(bank: RequestBank, embedder: Embedder, out: Any) -> None:
+    """Embed every text of ``bank`` with ``embedder`` and write them, float16, for :func:`read_vectors`."""
+    desc = np.asarray(embedder.embed([d for c in bank.capabilities for d in c.descriptions], side="passage"))
+    reqs = np.asarray(embedder.embed([t for c in bank.capabilities for t in c.requests], side="query"))
+    np.savez_compressed(
+        out, model_id=np.array(embedder.model_id), dimension=np.array(embedder.dimension),
+        keys=np.array([capability_key(c) for c in bank.capabilities]),
+        sizes=np.array([len(c.requests) for c in bank.capabilities], dtype=np.int32),
+        descriptions=desc.astype(np.float16), requests=reqs.astype(np.float16))
+
+
+@lru_cache(maxsize=1)
+def shipped_vectors() -> ShippedVectors | None:
+    """The built-in bank's vectors shipped with memroute (``None`` if the file is missing)."""
+    ref = resources.files("memroute.routing").joinpath(VECTORS_FILE)
+    if not ref.is_file():
+        return None
+    with ref.open("rb") as f:
+        return read_vectors(f)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,25 +199,59 @@ def bank_from_setting(value: str) -> RequestBank | None:
 
 
 class BankVectors:
-    """A bank's texts embedded by one encoder, lazily: the descriptions when the first catalogue is matched,
-    a capability's requests when an agent first matches it. Thread-safe; cached by the :class:`AgentCache`."""
+    """A bank's texts embedded by one encoder, lazily: its descriptions and requests when the first catalogue is
+    matched (:func:`match_bank` reads every capability's requests). A capability whose content and encoder are those of
+    ``shipped`` (by default memroute's :func:`shipped_vectors` of the built-in bank) takes its vectors from there
+    and embeds nothing; a user's own capabilities, or any under another encoder, are embedded. Thread-safe;
+    cached by the :class:`AgentCache`."""
 
-    def __init__(self, bank: RequestBank, embedder: Embedder) -> None:
+    def __init__(self, bank: RequestBank, embedder: Embedder, shipped: ShippedVectors | str | None = BUILTIN) -> None:
         self.bank, self.embedder = bank, embedder
+        stored = shipped_vectors() if shipped == BUILTIN else shipped
+        self._shipped = stored.for_encoder(embedder) if isinstance(stored, ShippedVectors) else None
+        self._keys: list[str] | None = None
         self._descriptions: F32 | None = None
         self._requests: dict[int, F32] = {}
         self._lock = threading.Lock()
+
+    def _shipped_key(self, c: int, kind: str) -> str | None:
+        """Capability ``c``'s key if its ``kind`` (``descriptions`` or ``requests``) vectors were shipped."""
+        if self._shipped is None:
+            return None
+        if self._keys is None:
+            self._keys = [capability_key(cap) for cap in self.bank.capabilities]
+        key = self._keys[c]
+        return key if key in getattr(self._shipped, kind) else None
 
     def descriptions(self) -> F32:
         """(capabilities x languages, dimension): row ``c * len(LANGUAGES) + l``."""
         with self._lock:
             if self._descriptions is None:
-                texts = [d for c in self.bank.capabilities for d in c.descriptions]
-                self._descriptions = np.asarray(self.embedder.embed(texts, side="passage"), dtype=np.float32)
+                n_lang = len(LANGUAGES)
+                out = np.empty((len(self.bank) * n_lang, self.embedder.dimension), dtype=np.float32)
+                missing = []
+                for c in range(len(self.bank)):
+                    key = self._shipped_key(c, "descriptions")
+                    if key is None:
+                        missing.append(c)
+                    else:
+                        assert self._shipped is not None
+                        out[c * n_lang:(c + 1) * n_lang] = self._shipped.descriptions[key]
+                if missing:
+                    texts = [d for c in missing for d in self.bank.capabilities[c].descriptions]
+                    vecs = np.asarray(self.embedder.embed(texts, side="passage"), dtype=np.float32)
+                    for j, c in enumerate(missing):
+                        out[c * n_lang:(c + 1) * n_lang] = vecs[j * n_lang:(j + 1) * n_lang]
+                self._descriptions = out
             return self._descriptions
 
     def requests(self, caps: list[int]) -> list[F32]:
         with self._lock:
+            for c in caps:
+                key = self._shipped_key(c, "requests") if c not in self._requests else None
+                if key is not None:
+                    assert self._shipped is not None
+                    self._requests[c] = self._shipped.requests[key]
             missing = [c for c in caps if c not in self._requests]
             if missing:
                 texts = [t for c in missing for t in self.bank.capabilities[c].requests]
@@ -170,21 +275,24 @@ class BankMatch:
     matched: np.ndarray[Any, np.dtype[np.bool_]]
     """Agents with any matched capability."""
     requests: F32
-    """The matched capabilities' requests, stacked capability by capability."""
+    """Every capability's requests (matched or not), stacked capability by capability."""
     grid: I32
     """Each capability's rows of ``requests`` as a padded grid (padding points past the last row)."""
+    columns: I32
+    """Each matched capability's row of ``grid``."""
+    temperature: float = TEMPERATURE
 
     def scores(self, vector: F32) -> F32:
-        """Per agent: the best over its matched capabilities of the match weight times the capability's
-        similarity to ``vector`` (mean of the nearest :data:`TOP_REQUESTS` requests) less its mean over the matched
-        capabilities; then centred over the matched agents. 0 for an agent that matched nothing (it is neither
-        pushed up nor down)."""
-        sims = self.requests @ vector
-        per_cap = top_mean(sims, self.grid, TOP_REQUESTS)
-        # Relative to the message's mean over the matched capabilities, so that a weak match shrinks what
-        # sets a capability apart, not the similarity itself (which would favour fully matched agents).
-        relative = per_cap - per_cap.mean()
-        best = np.where(self.weights > 0, self.weights * relative[None, :], -np.inf).max(axis=1)
+        """Per agent: the best over its matched capabilities of the match weight times the capability's share
+        of the message among all the bank's capabilities (a softmax at :data:`TEMPERATURE` of each one's
+        similarity, the mean of its nearest :data:`TOP_REQUESTS` requests); then centred over the matched agents.
+        0 for an agent that matched nothing (it is neither pushed up nor down)."""
+        per_cap = top_mean(self.requests @ vector, self.grid, TOP_REQUESTS)
+        # A share among every capability, not only the matched ones: a message that reads like a request for
+        # something no agent does (or like no request at all, a bare answer) gives every matched one little.
+        share = np.exp((per_cap - per_cap.max()) / np.float32(self.temperature))
+        share = (share / share.sum())[self.columns]
+        best = np.where(self.weights > 0, self.weights * share[None, :], -np.inf).max(axis=1)
         out = np.zeros(self.weights.shape[0], dtype=np.float32)
         out[self.matched] = best[self.matched] - best[self.matched].mean()
         return out
@@ -199,10 +307,10 @@ def match_bank(vectors: BankVectors, agent_vectors: F32, match_from: float = MAT
     n_lang = len(LANGUAGES)
     cos = (agent_vectors @ desc.T).reshape(len(agent_vectors), -1, n_lang).max(axis=2)
     weights = np.clip((cos - match_from) / (match_full - match_from), 0.0, 1.0).astype(np.float32)
-    used = np.flatnonzero(weights.max(axis=0) > 0)
+    used = np.flatnonzero(weights.max(axis=0) > 0).astype(np.int32)
     if not used.size:
         return None
-    blocks = vectors.requests([int(c) for c in used])
+    blocks = vectors.requests(list(range(len(vectors.bank))))
     sizes = np.array([len(b) for b in blocks], dtype=np.int32)
     starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int32)
     weights = np.ascontiguousarray(weights[:, used])
@@ -211,5 +319,4 @@ def match_bank(vectors: BankVectors, agent_vectors: F32, match_from: float = MAT
     for i, (start, size) in enumerate(zip(starts, sizes, strict=True)):
         grid[i, :size] = np.arange(start, start + size, dtype=np.int32)
     return BankMatch(tuple(vectors.bank.capabilities[c].id for c in used), weights, weights.max(axis=1) > 0,
-                     np.ascontiguousarray(np.vstack(blocks)), grid)
-
+                     np.ascontiguousarray(np.vstack(blocks)), grid, used)

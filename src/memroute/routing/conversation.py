@@ -237,7 +237,7 @@ class ConversationRouter:
             if current is None and needs_context:
                 scores, used_context = self._with_context(text, scored, recent, session, owner)
             features = TurnFeatures(cues, len(scored.query.tokens), "?" in text or "？" in text,
-                                    continuation == "follow_up")
+                                    continuation == "follow_up", reads_strong(self.router.embedder, text))
             # The switch test never reads the evidence, so only a turn that stays pays for the replies and
             # for reading the message with the previous user turn.
             stays = current is not None and (not self.lazy_replies or user_step(

@@ -131,7 +131,9 @@ class FittedRouting:
                              f"version {VERSION}: refit with `memroute fit --dialogues`")
         try:
             known = {f.name for f in dataclasses.fields(PolicyParams)}
-            policy = PolicyParams(**{k: v for k, v in dict(data.get("policy") or {}).items() if k in known})
+            stored = dict(data.get("policy") or {})
+            stored.setdefault("ja_ko_bias", 0.0)  # a fit written before that term was fitted and tuned without it
+            policy = PolicyParams(**{k: v for k, v in stored.items() if k in known})
             examples = {str(k): tuple(str(t) for t in v) for k, v in dict(data.get("examples") or {}).items()}
             cat = dict(data["catalogue"])
             return cls(tuple(str(a) for a in cat.get("agents") or ()), str(cat.get("hash", "")),

@@ -46,6 +46,9 @@ from memroute.routing.calibration import gap_scale
 from memroute.routing.cues import Cues
 from memroute.routing.index import F32
 
+JA_KO_BIAS = -0.6
+""":attr:`PolicyParams.ja_ko_bias`'s default."""
+
 Action = Literal["routed", "stayed", "switched", "revised", "kept", "no_route"]
 
 
@@ -84,6 +87,12 @@ class PolicyParams:
     """... after an explicit switch ("by the way", 「ところで」, "그런데"). Not fitted: such phrases are too rare in
     SGD to weigh (and there "by the way" mostly asks about the same thing), so this is a modest fixed credit."""
     bias: float = -12.6
+    ja_ko_bias: float = JA_KO_BIAS
+    """Added to ``bias`` for a Japanese or Korean message (:attr:`TurnFeatures.ja_ko`). Those messages alone are
+    also read against each agent's name and the request bank (:class:`memroute.routing.strategies.EmbeddingStrategy`),
+    terms that move every one of their scores, a follow-up's as much as a new request's: the bar to leave the
+    current agent rises with them. English messages are untouched. Chosen with the bank's weight on the dev splits
+    of memroute's Japanese and Korean sets and JMultiWOZ-TC (docs/benchmarks.md, routing, the thirteenth pass)."""
     revise_lead: float = 0.25
     """How far (in normalised-score units) another agent's task evidence must lead the current agent's before the
     task is revised to it: without a lead, one terse answer that happens to fit another agent better ("free
@@ -127,6 +136,8 @@ class TurnFeatures:
     """Content words (the tokenizer's tokens)."""
     question: bool = False
     follow_up: bool = False
+    ja_ko: bool = False
+    """The message is Japanese or Korean (the language-aware encoder reads it with its strong part)."""
     with_previous: F32 | None = None
     """The message's scores read together with the previous user turn (normalised, :func:`normalised`): task
     evidence on a turn that stays, never part of the switch test."""
@@ -139,7 +150,7 @@ def margin_for(params: PolicyParams, message: TurnFeatures, standout: float = 0.
     cues = message.cues
     if cues.closing:
         return float("inf")
-    terms = (params.bias + params.standout * standout
+    terms = (params.bias + params.ja_ko_bias * message.ja_ko + params.standout * standout
              + params.length * math.log1p(min(message.words, params.length_cap))
              + params.request * cues.request + params.also * cues.also + params.another * cues.another
              + params.assistant_done * cues.assistant_done + params.switch * cues.switch

@@ -19,8 +19,8 @@ from memroute.routing.examples import top_mean
 from memroute.routing.index import F32, CatalogueIndex
 from memroute.text import tokenize
 
-BANK_WEIGHT = 0.3
-"""``EmbeddingStrategy.by_bank``'s default (docs/benchmarks.md, routing, the bank of example requests)."""
+BANK_WEIGHT = 0.25
+"""``EmbeddingStrategy.by_bank``'s default (docs/benchmarks.md, routing, the twelfth and thirteenth passes)."""
 
 _MENTION = re.compile(r"@([\w\-.:]+)", re.UNICODE)
 _WORDS = re.compile(r"[\w]+", re.UNICODE)
@@ -258,10 +258,10 @@ class EmbeddingStrategy:
     A Japanese or Korean message is also read against memroute's bank of example requests for common
     assistant capabilities (:mod:`memroute.routing.bank`), matched to the catalogue's agents when the router's
     ``bank`` is set (the default): ``by_bank`` times :meth:`memroute.routing.bank.BankMatch.scores` (the agent's
-    best matched capability's request similarity, relative to the message's other matched capabilities, times
-    the match weight, centred over the matched agents) is added to the pieces' score; agents that match no
-    capability, and English messages, are untouched. 0.3 was the middle of the dev plateau 0.2-0.4 over the same
-    three sets (docs/benchmarks.md, the twelfth pass)."""
+    best matched capability's share of the message among all the bank's capabilities, times the match weight,
+    centred over the matched agents) is added to the pieces' score; agents that match no capability, and English
+    messages, are untouched. 0.25 was chosen with the switch rule's ``ja_ko_bias`` on the dev splits of the same
+    three sets (docs/benchmarks.md, the thirteenth pass: the plateau 0.2-0.3)."""
 
     name = "embedding"
 
