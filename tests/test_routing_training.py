@@ -4,6 +4,7 @@ on small routing sets written here (no evaluation data)."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,8 +15,9 @@ from memroute.cli import main
 from memroute.embed import CachedEmbedder
 from memroute.errors import InputError
 from memroute.routing import AgentRouter, ConversationRouter, PolicyParams
+from memroute.routing.bank import bank_fingerprint, builtin_bank
 from memroute.routing.example_choice import select_examples
-from memroute.routing.fitted import FittedRouting, load_fit
+from memroute.routing.fitted import FittedRouting, load_fit, router_bank
 from memroute.routing.training import _read, _record, fit_dialogues, replay
 from memroute.types import Agent
 
@@ -147,6 +149,29 @@ def test_a_fit_for_another_encoder_is_refused(tmp_path: Path, router: AgentRoute
     with pytest.raises(InputError, match="encoder"):
         ConversationRouter(memory, _agents(), router=router, fitted=other)
     assert load_fit(None, tmp_path / "agents.toml") is None  # nothing beside the catalogue: zero-shot
+
+
+def test_a_fit_records_its_request_bank_and_warns_beside_another(tmp_path: Path, router: AgentRouter, memory: Memory,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """The rule was tuned on the bank's scores for Japanese and Korean messages: a fit says which bank it was made
+    beside, and using it beside another (or none) warns; a fit written before that was recorded is not checked."""
+    fitted = FittedRouting.from_dict(json.loads(json.dumps(
+        fit_dialogues(_write(tmp_path / "t.jsonl", _dialogues(6)), _agents(), router).as_dict())))
+    assert fitted.how["bank"] == router_bank(router) == bank_fingerprint(builtin_bank()) != "off"
+    off = AgentRouter(embedder=router.embedder, bank="off")
+    assert router_bank(off) == "off"
+
+    def warned(with_router: AgentRouter, fit: FittedRouting) -> bool:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            ConversationRouter(memory, _agents(), router=with_router, fitted=fit)
+        return any("request bank" in r.getMessage() for r in caplog.records)
+
+    assert not warned(router, fitted)
+    assert warned(off, fitted)
+    older = fitted.as_dict()
+    del older["fitted"]["bank"]
+    assert not warned(off, FittedRouting.from_dict(older))
 
 
 def test_a_fit_saved_before_the_japanese_and_korean_bias_keeps_its_rule(tmp_path: Path, router: AgentRouter) -> None:

@@ -145,7 +145,7 @@ def _route(args: argparse.Namespace) -> int:
     router = AgentRouter(embedder=routing_embedder(settings.embedder), calibration=calibration,
                          llm=assistant_from_settings(settings), bank=settings.routing_bank)
     if fitted is not None:
-        fitted.check_encoder(router.embedder)
+        fitted.check(router)
         agents = fitted.apply(agents)
     if args.session:
         from memroute.memory import Memory

@@ -65,6 +65,15 @@ def capability_key(cap: Capability) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def bank_fingerprint(bank: RequestBank | None) -> str:
+    """What a router's bank is, in a word: ``off`` for none, else a hash of its capabilities' contents (a routing fit
+    records it, and warns when it is used beside another bank: its rule was tuned on that bank's scores)."""
+    if bank is None:
+        return "off"
+    keys = sorted(capability_key(c) for c in bank.capabilities)
+    return hashlib.sha256("\n".join(keys).encode("utf-8")).hexdigest()[:16]
+
+
 @dataclass(frozen=True, slots=True)
 class ShippedVectors:
     """Capabilities' vectors computed ahead of time by one encoder (``model_id``, ``dimension``): per capability

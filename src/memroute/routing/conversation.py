@@ -169,7 +169,7 @@ class ConversationRouter:
         if router is None:
             router = AgentRouter(calibration=fitted.calibration if fitted is not None else None)
         if fitted is not None:  # a fit from the team's own conversations (memroute fit --dialogues)
-            fitted.check_encoder(router.embedder)
+            fitted.check(router)
             agents = fitted.apply(check_agents(agents))
             params = params or fitted.policy
         self.fitted = fitted

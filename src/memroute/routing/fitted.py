@@ -9,6 +9,8 @@ A fit is applied by agent id: an agent of the catalogue that the fit has example
 own. A catalogue with an agent that would have no examples at all (one added after the fit) is routed
 zero-shot, with a warning: that agent would lose to every example-scored one (:meth:`FittedRouting.usable`).
 A different encoder than the fit's is refused (the rule's margins are in units of the encoder's scores).
+A request bank other than the one it was fitted beside (the ``routing_bank`` setting) is used with a warning:
+the rule was tuned on that bank's scores for Japanese and Korean messages.
 The file sits next to the catalogue (``agents.toml`` -> ``agents.fit.json``, see :func:`fit_path_for`) or
 anywhere the ``routing_fit`` setting names.
 """
@@ -29,6 +31,7 @@ from typing import IO, Any
 
 from memroute.errors import InputError
 from memroute.routing.agents import agent_version
+from memroute.routing.bank import bank_fingerprint
 from memroute.routing.calibration import Calibration
 from memroute.routing.policy import PolicyParams
 from memroute.types import Agent
@@ -43,6 +46,12 @@ def catalogue_hash(agents: Sequence[Agent]) -> str:
     """A hash of the catalogue's agents (ids and content), order-independent."""
     parts = sorted(f"{a.id}\t{agent_version(a)}" for a in agents)
     return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def router_bank(router: Any) -> str:
+    """:func:`~memroute.routing.bank.bank_fingerprint` of the request bank ``router`` reads (``off`` for none)."""
+    vectors = getattr(getattr(router, "cache", None), "bank", None)
+    return bank_fingerprint(getattr(vectors, "bank", None))
 
 
 def encoder_name(embedder: Any) -> str:
@@ -93,6 +102,19 @@ class FittedRouting:
                 agent = replace(agent, examples=(*agent.examples, *(t for t in extra if t not in have)))
             out.append(agent)
         return tuple(out)
+
+    def check(self, router: Any) -> None:
+        """Whether ``router`` can use the fit: an :class:`InputError` under another encoder (:meth:`check_encoder`);
+        a warning beside another request bank than the one it was fitted with (``how["bank"]``,
+        :func:`memroute.routing.bank.bank_fingerprint`; a fit written before that was recorded is not checked): its
+        rule and thresholds were tuned on that bank's scores for Japanese and Korean messages."""
+        self.check_encoder(router.embedder)
+        made = self.how.get("bank")
+        now = router_bank(router)
+        if made is not None and made != now:
+            _log.warning("the routing fit was made with request bank %r but the router reads %r (the routing_bank "
+                         "setting): its rule was tuned on the other bank's scores for Japanese and Korean messages; "
+                         "refit with `memroute fit --dialogues` under this setting", made, now)
 
     def check_encoder(self, embedder: Any) -> None:
         name = encoder_name(embedder)

@@ -49,7 +49,7 @@ from memroute.routing.calibration import Calibration, FitExample, features, fit_
 from memroute.routing.composite import AgentRouter
 from memroute.routing.conversation import ConversationRouter
 from memroute.routing.example_choice import select_examples
-from memroute.routing.fitted import FittedRouting, catalogue_hash, encoder_name
+from memroute.routing.fitted import FittedRouting, catalogue_hash, encoder_name, router_bank
 from memroute.routing.index import F32
 from memroute.routing.policy import PolicyParams, Step, TurnFeatures, normalised, user_step
 from memroute.types import Agent
@@ -437,6 +437,7 @@ def fit_dialogues(path: str | Path, agents: Sequence[Agent], router: AgentRouter
                                        "fitted": {"all": round(fitted_scores[0], 4),
                                                   "switch_new": round(fitted_scores[1], 4)},
                                        "note": "cross-fitted examples (a turn never sees itself)"},
+           "bank": router_bank(router),
            "seconds": round(time.perf_counter() - started, 1), "created": datetime.now(UTC).isoformat()}
     return FittedRouting(tuple(ids), catalogue_hash(agents), encoder_name(router.embedder), examples, policy,
                          calibration, how)

@@ -58,7 +58,7 @@ class Service:
                                   calibration=fitted.calibration if fitted is not None else None,
                                   bank=settings.routing_bank)
         if fitted is not None:
-            fitted.check_encoder(self.router.embedder)
+            fitted.check(self.router)
         self.catalogues = Catalogues(memory, self.router, agents, fitted)
 
     def authenticate(self, key: str | None, client_host: str | None) -> Principal:
