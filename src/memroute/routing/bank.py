@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from memroute.embed import Embedder
+from memroute.embed import Embedder, Side
 from memroute.errors import ConfigError, InputError
 from memroute.routing.examples import F32, I32, top_mean
 
@@ -218,59 +218,39 @@ class BankVectors:
         self.bank, self.embedder = bank, embedder
         stored = shipped_vectors() if shipped == BUILTIN else shipped
         self._shipped = stored.for_encoder(embedder) if isinstance(stored, ShippedVectors) else None
-        self._keys: list[str] | None = None
         self._descriptions: F32 | None = None
-        self._requests: dict[int, F32] = {}
+        self._requests: list[F32] | None = None
         self._lock = threading.Lock()
-
-    def _shipped_key(self, c: int, kind: str) -> str | None:
-        """Capability ``c``'s key if its ``kind`` (``descriptions`` or ``requests``) vectors were shipped."""
-        if self._shipped is None:
-            return None
-        if self._keys is None:
-            self._keys = [capability_key(cap) for cap in self.bank.capabilities]
-        key = self._keys[c]
-        return key if key in getattr(self._shipped, kind) else None
 
     def descriptions(self) -> F32:
         """(capabilities x languages, dimension): row ``c * len(LANGUAGES) + l``."""
         with self._lock:
             if self._descriptions is None:
-                n_lang = len(LANGUAGES)
-                out = np.empty((len(self.bank) * n_lang, self.embedder.dimension), dtype=np.float32)
-                missing = []
-                for c in range(len(self.bank)):
-                    key = self._shipped_key(c, "descriptions")
-                    if key is None:
-                        missing.append(c)
-                    else:
-                        assert self._shipped is not None
-                        out[c * n_lang:(c + 1) * n_lang] = self._shipped.descriptions[key]
-                if missing:
-                    texts = [d for c in missing for d in self.bank.capabilities[c].descriptions]
-                    vecs = np.asarray(self.embedder.embed(texts, side="passage"), dtype=np.float32)
-                    for j, c in enumerate(missing):
-                        out[c * n_lang:(c + 1) * n_lang] = vecs[j * n_lang:(j + 1) * n_lang]
-                self._descriptions = out
+                self._descriptions = np.vstack(self._vectors("descriptions", "passage"))
             return self._descriptions
 
-    def requests(self, caps: list[int]) -> list[F32]:
+    def requests(self) -> list[F32]:
+        """Every capability's requests' rows, capability by capability."""
         with self._lock:
-            for c in caps:
-                key = self._shipped_key(c, "requests") if c not in self._requests else None
-                if key is not None:
-                    assert self._shipped is not None
-                    self._requests[c] = self._shipped.requests[key]
-            missing = [c for c in caps if c not in self._requests]
-            if missing:
-                texts = [t for c in missing for t in self.bank.capabilities[c].requests]
-                vecs = np.asarray(self.embedder.embed(texts, side="query"), dtype=np.float32)
-                at = 0
-                for c in missing:
-                    n = len(self.bank.capabilities[c].requests)
-                    self._requests[c] = vecs[at:at + n]
-                    at += n
-            return [self._requests[c] for c in caps]
+            if self._requests is None:
+                self._requests = self._vectors("requests", "query")
+            return self._requests
+
+    def _vectors(self, kind: Literal["descriptions", "requests"], side: Side) -> list[F32]:
+        """Each capability's ``kind`` texts' vectors: the shipped ones where its content and the encoder are those
+        they were computed for, the others embedded in one call."""
+        shipped = getattr(self._shipped, kind) if self._shipped is not None else {}
+        found = [shipped.get(capability_key(cap)) for cap in self.bank.capabilities]
+        missing = [c for c, v in enumerate(found) if v is None]
+        if missing:
+            texts = [t for c in missing for t in getattr(self.bank.capabilities[c], kind)]
+            vecs = np.asarray(self.embedder.embed(texts, side=side), dtype=np.float32)
+            at = 0
+            for c in missing:
+                n = len(getattr(self.bank.capabilities[c], kind))
+                found[c] = vecs[at:at + n]
+                at += n
+        return [v for v in found if v is not None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +299,7 @@ def match_bank(vectors: BankVectors, agent_vectors: F32, match_from: float = MAT
     used = np.flatnonzero(weights.max(axis=0) > 0).astype(np.int32)
     if not used.size:
         return None
-    blocks = vectors.requests(list(range(len(vectors.bank))))
+    blocks = vectors.requests()
     sizes = np.array([len(b) for b in blocks], dtype=np.int32)
     starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int32)
     weights = np.ascontiguousarray(weights[:, used])

@@ -143,6 +143,11 @@ class CatalogueIndex:
         self._bank_match: BankMatch | None = None
         self._bank_lock = threading.Lock()
 
+    def reads_strong(self, vector: F32) -> bool:
+        """Whether a message's vector has the strong encoder's part (a language-aware encoder's Japanese or Korean
+        text): only such messages read the pieces in context, each agent's name and the request bank."""
+        return self.strong_from is not None and bool(vector[self.strong_from:].any())
+
     def bank_match(self) -> BankMatch | None:
         """The agents matched to the request bank (:mod:`memroute.routing.bank`): made when the index is built
         if an agent is described in Japanese or Korean, else on the first Japanese or Korean message, so that an

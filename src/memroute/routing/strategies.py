@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from memroute.routing.bank import BankMatch
 from memroute.routing.documents import normalise_name
 from memroute.routing.examples import top_mean
 from memroute.routing.index import F32, CatalogueIndex
@@ -295,8 +296,7 @@ class EmbeddingStrategy:
     def _by_name(self, vector: F32, index: CatalogueIndex) -> F32 | np.float32:
         """A Japanese or Korean message read against each agent's name on its own (see the class docstring),
         centred over the catalogue: ``by_name * (cosine - mean cosine)``; 0 for any other message."""
-        split = index.strong_from
-        if self.by_name <= 0 or index.label_matrix is None or split is None or not vector[split:].any():
+        if self.by_name <= 0 or index.label_matrix is None or not index.reads_strong(vector):
             return np.float32(0.0)
         sims = index.label_matrix @ vector
         out: F32 = (np.float32(self.by_name) * (sims - sims.mean())).astype(np.float32)
@@ -305,20 +305,22 @@ class EmbeddingStrategy:
     def _by_bank(self, vector: F32, index: CatalogueIndex) -> F32 | np.float32:
         """A Japanese or Korean message read against the example requests of the bank capabilities each agent
         matched (see the class docstring): ``by_bank *`` :meth:`BankMatch.scores`; 0 for any other message."""
-        split = index.strong_from
-        if self.by_bank <= 0 or split is None or not vector[split:].any():
-            return np.float32(0.0)
-        match = index.bank_match()
+        match = self._bank_match(vector, index)
         if match is None:
             return np.float32(0.0)
         out: F32 = (np.float32(self.by_bank) * match.scores(vector)).astype(np.float32)
         return out
 
+    def _bank_match(self, vector: F32, index: CatalogueIndex) -> BankMatch | None:
+        """The catalogue's bank match when this message reads the bank (a Japanese or Korean message, ``by_bank``
+        above 0), else ``None``."""
+        return index.bank_match() if self.by_bank > 0 and index.reads_strong(vector) else None
+
     def _piece_sims(self, vector: F32, index: CatalogueIndex) -> F32:
         """Cosine of the message to every piece; with a language-aware encoder, each capability's part from
         the strong encoder is taken in its agent's context (see the class docstring)."""
         split = index.strong_from
-        if split is None or self.in_context <= 0 or not vector[split:].any():
+        if split is None or self.in_context <= 0 or not index.reads_strong(vector):
             out: F32 = index.piece_matrix @ vector
             return out
         strong = index.piece_matrix[:, split:] @ vector[split:]
@@ -347,8 +349,7 @@ class EmbeddingStrategy:
         if entry.example_vectors is not None and len(entry.example_vectors):
             sims = np.sort(entry.example_vectors @ query.vector)[::-1][: self.top_examples]
             out["example_similarity"] = round(float(sims.mean()), 4)
-        split = index.strong_from
-        match = index.bank_match() if self.by_bank > 0 and split is not None and query.vector[split:].any() else None
+        match = self._bank_match(query.vector, index)
         if match is not None and match.matched[agent]:
             out["bank_capabilities"] = [c for c, w in zip(match.capabilities, match.weights[agent], strict=True)
                                         if w > 0]
