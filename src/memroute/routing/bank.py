@@ -276,33 +276,15 @@ class BankMatch:
         of the message among all the bank's capabilities (a softmax at :data:`TEMPERATURE` of each one's
         similarity, the mean of its nearest :data:`TOP_REQUESTS` requests); then centred over the matched agents.
         0 for an agent that matched nothing (it is neither pushed up nor down)."""
+        per_cap = top_mean(self.requests @ vector, self.grid, TOP_REQUESTS)
         # A share among every capability, not only the matched ones: a message that reads like a request for
         # something no agent does (or like no request at all, a bare answer) gives every matched one little.
-        share = self.shares(vector)[self.columns]
+        share = np.exp((per_cap - per_cap.max()) / np.float32(self.temperature))
+        share = (share / share.sum())[self.columns]
         best = np.where(self.weights > 0, self.weights * share[None, :], -np.inf).max(axis=1)
         out = np.zeros(self.weights.shape[0], dtype=np.float32)
         out[self.matched] = best[self.matched] - best[self.matched].mean()
         return out
-
-    def shares(self, vector: F32) -> F32:
-        """Every capability's share of the message (matched or not, the bank's order): a softmax at
-        :data:`TEMPERATURE` of each one's similarity, the mean of its nearest :data:`TOP_REQUESTS` requests."""
-        per_cap = top_mean(self.requests @ vector, self.grid, TOP_REQUESTS)
-        share = np.exp((per_cap - per_cap.max()) / np.float32(self.temperature))
-        out: F32 = (share / share.sum()).astype(np.float32)
-        return out
-
-    def shift(self, vector: F32, agent: int) -> float:
-        """How far the message has left ``agent``'s capabilities, in the bank's own space (the catalogue's
-        scores play no part): the share of the message's best capability minus the best share of a capability
-        the agent matched, times its match weight; in [0, 1]. A follow-up of the agent's task reads like one of
-        its capabilities (about 0) and a bare answer like none in particular (every share small, about 0); a
-        request for something else reads clearly like another capability (towards 1). 0 for an agent that
-        matched nothing."""
-        if not self.matched[agent]:
-            return 0.0
-        share = self.shares(vector)
-        return float(share.max() - float((self.weights[agent] * share[self.columns]).max()))
 
 
 def match_bank(vectors: BankVectors, agent_vectors: F32, match_from: float = MATCH_FROM,

@@ -40,7 +40,7 @@ from memroute.routing.index import F32, CatalogueIndex
 from memroute.routing.llm_assist import assist
 from memroute.routing.policy import Action, PolicyParams, Step, TurnFeatures, catalogue_scale, normalised, user_step
 from memroute.routing.query import AgentScore, RouterQuery
-from memroute.routing.strategies import EmbeddingStrategy, PreparedQuery
+from memroute.routing.strategies import PreparedQuery
 from memroute.text import tokenize
 from memroute.types import Agent, Message
 
@@ -237,8 +237,7 @@ class ConversationRouter:
             if current is None and needs_context:
                 scores, used_context = self._with_context(text, scored, recent, session, owner)
             features = TurnFeatures(cues, len(scored.query.tokens), "?" in text or "？" in text,
-                                    continuation == "follow_up", reads_strong(self.router.embedder, text),
-                                    capability_shift=self._capability_shift(scored.query, current))
+                                    continuation == "follow_up", reads_strong(self.router.embedder, text))
             # The switch test never reads the evidence, so only a turn that stays pays for the replies and
             # for reading the message with the previous user turn.
             stays = current is not None and (not self.lazy_replies or user_step(
@@ -317,14 +316,6 @@ class ConversationRouter:
         if self.params.pair_encoded:
             return _Pair(joined, prior[-1], encoded=self.router.encode_ahead(joined) if self.encode_ahead else None)
         return _Pair(joined, prior[-1], previous_vector=_stored_vector(state, prior[-1], self._encoder_id))
-
-    def _capability_shift(self, message: PreparedQuery, current: int | None) -> float:
-        """How far the message has left the current agent's capabilities in the request bank's space (a Japanese
-        or Korean message with the bank on; see :attr:`PolicyParams.capability_shift`), else 0."""
-        if current is None or not self.params.capability_shift or message.vector is None:
-            return 0.0
-        embedding = next((s for s in self.router.strategies if isinstance(s, EmbeddingStrategy)), None)
-        return embedding.capability_shift(message.vector, self.index, current) if embedding is not None else 0.0
 
     def _with_previous(self, features: TurnFeatures, pair: _Pair, message: PreparedQuery) -> TurnFeatures:
         """The message read together with the previous user turn: its scores as task evidence (only a turn that

@@ -155,7 +155,6 @@ class FittedRouting:
             known = {f.name for f in dataclasses.fields(PolicyParams)}
             stored = dict(data.get("policy") or {})
             stored.setdefault("ja_ko_bias", 0.0)  # a fit written before that term was fitted and tuned without it
-            stored.setdefault("capability_shift", 0.0)  # the same for the bank's capability shift
             policy = PolicyParams(**{k: v for k, v in stored.items() if k in known})
             examples = {str(k): tuple(str(t) for t in v) for k, v in dict(data.get("examples") or {}).items()}
             cat = dict(data["catalogue"])

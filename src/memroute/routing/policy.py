@@ -48,8 +48,6 @@ from memroute.routing.index import F32
 
 JA_KO_BIAS = -0.6
 """:attr:`PolicyParams.ja_ko_bias`'s default."""
-CAPABILITY_SHIFT = 5.0
-""":attr:`PolicyParams.capability_shift`'s default."""
 
 Action = Literal["routed", "stayed", "switched", "revised", "kept", "no_route"]
 
@@ -95,13 +93,6 @@ class PolicyParams:
     terms that move every one of their scores, a follow-up's as much as a new request's: the bar to leave the
     current agent rises with them. English messages are untouched. Chosen with the bank's weight on the dev splits
     of memroute's Japanese and Korean sets and JMultiWOZ-TC (docs/benchmarks.md, routing, the thirteenth pass)."""
-    capability_shift: float = CAPABILITY_SHIFT
-    """... times how far a Japanese or Korean message has left the current agent's capabilities in the request
-    bank's own space (:attr:`TurnFeatures.capability_shift`, :meth:`memroute.routing.bank.BankMatch.shift`, in
-    [0, 1]): a message that reads clearly like a capability the current agent does not have ("딸한테 7시에 저녁
-    먹자고 보내 줄래?" in a recipe task) leaves it more easily, even when the catalogue's scores still favour the
-    old agent on a shared word. English messages never have it. Chosen on memroute's own Japanese and Korean
-    TRAIN sets (``train.jsonl`` on their own catalogue; docs/benchmarks.md, routing, the sixteenth pass)."""
     revise_lead: float = 0.25
     """How far (in normalised-score units) another agent's task evidence must lead the current agent's before the
     task is revised to it: without a lead, one terse answer that happens to fit another agent better ("free
@@ -150,9 +141,6 @@ class TurnFeatures:
     with_previous: F32 | None = None
     """The message's scores read together with the previous user turn (normalised, :func:`normalised`): task
     evidence on a turn that stays, never part of the switch test."""
-    capability_shift: float = 0.0
-    """How far the message has left the current agent's capabilities in the request bank's space
-    (:meth:`memroute.routing.bank.BankMatch.shift`; 0 for a message that does not read the bank)."""
 
 
 def margin_for(params: PolicyParams, message: TurnFeatures, standout: float = 0.0) -> float:
@@ -166,7 +154,7 @@ def margin_for(params: PolicyParams, message: TurnFeatures, standout: float = 0.
              + params.length * math.log1p(min(message.words, params.length_cap))
              + params.request * cues.request + params.also * cues.also + params.another * cues.another
              + params.assistant_done * cues.assistant_done + params.switch * cues.switch
-             + params.new_request * cues.new_request + params.capability_shift * message.capability_shift
+             + params.new_request * cues.new_request
              + params.question * message.question + params.follow_up * message.follow_up)
     return -terms / max(params.lead, 1e-6)
 

@@ -311,12 +311,6 @@ class EmbeddingStrategy:
         out: F32 = (np.float32(self.by_bank) * match.scores(vector)).astype(np.float32)
         return out
 
-    def capability_shift(self, vector: F32, index: CatalogueIndex, agent: int) -> float:
-        """:meth:`BankMatch.shift` of the message from ``agent`` when the message reads the bank (a Japanese or
-        Korean message, the bank on), else 0."""
-        match = self._bank_match(vector, index)
-        return match.shift(vector, agent) if match is not None else 0.0
-
     def _bank_match(self, vector: F32, index: CatalogueIndex) -> BankMatch | None:
         """The catalogue's bank match when this message reads the bank (a Japanese or Korean message, ``by_bank``
         above 0), else ``None``."""
