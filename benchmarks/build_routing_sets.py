@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +87,9 @@ def records(dialogue_id: str, turns: list[tuple[str, str, str]]) -> list[dict[st
     return out
 
 
-def _dialogues(paths: list[Path], prefix: str, agents: dict[str, str], turns: range):
+def _dialogues(paths: list[Path], prefix: str, agents: dict[str, str],
+               turns: range) -> Iterator[tuple[str, list[tuple[str, str, str]]]]:
+    """Every dialogue of ``paths``: ids unique and prefixed ``prefix``, user turns counted in ``turns``."""
     seen: set[str] = set()
     for path in paths:
         for did, dialogue in parse(path, agents):
@@ -94,7 +97,8 @@ def _dialogues(paths: list[Path], prefix: str, agents: dict[str, str], turns: ra
                 raise SourceError(f"{path}: dialogue id {did!r} repeated or not prefixed {prefix}")
             seen.add(did)
             if len(dialogue) not in turns:
-                raise SourceError(f"{path}: {did} has {len(dialogue)} user turns ({turns.start}-{turns.stop - 1} wanted)")
+                wanted = f"{turns.start}-{turns.stop - 1}"
+                raise SourceError(f"{path}: {did} has {len(dialogue)} user turns ({wanted} wanted)")
             yield did, dialogue
 
 
