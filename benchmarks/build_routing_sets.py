@@ -11,6 +11,10 @@ user turn, ``history`` = every earlier USER and SYSTEM turn). A dialogue goes to
 digits of the md5 of ``ko-<its number>`` fall in the lower half (``is_dev``): deterministic, the same for the
 Japanese and Korean dialogue of one number, and adding a dialogue never moves another.
 
+The train sets are a separate collection on a catalogue of their own (``<lang>/train_services.jsonl``, agent
+codes ``TRAIN_AGENTS``): sources ``benchmarks/routing_sets/<lang>/train/*.txt``, dialogue ids
+``<lang>-train-NNN``, 4-9 user turns each, all written to ``<lang>/train.jsonl``.
+
     python -m benchmarks.build_routing_sets          # writes both languages, prints the counts
     python -m benchmarks.build_routing_sets --check  # fails if the shipped files differ from the sources
 """
@@ -21,6 +25,7 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,13 +37,17 @@ AGENTS = {
     "cal": "calendar", "tr": "translate", "wx": "weather", "trv": "travel", "rest": "restaurant",
     "shop": "shopping", "code": "code_review", "sum": "summarize", "rem": "reminder", "mus": "music",
 }
+TRAIN_AGENTS = {
+    "cal": "calendar", "wx": "weather", "mus": "music", "mail": "email", "msg": "messenger",
+    "home": "smart_home", "taxi": "taxi", "news": "news", "cook": "recipe", "pkg": "parcel",
+}
 
 
 class SourceError(ValueError):
     pass
 
 
-def parse(path: Path) -> list[tuple[str, list[tuple[str, str, str]]]]:
+def parse(path: Path, agents: dict[str, str] = AGENTS) -> list[tuple[str, list[tuple[str, str, str]]]]:
     dialogues: list[tuple[str, list[tuple[str, str, str]]]] = []
     for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = raw.strip()
@@ -48,9 +57,9 @@ def parse(path: Path) -> list[tuple[str, list[tuple[str, str, str]]]]:
             dialogues.append((line[2:].strip(), []))
             continue
         parts = [p.strip().replace("\\|", "|") for p in line.split(" | ", 2)]
-        if not dialogues or len(parts) not in (2, 3) or parts[0] not in AGENTS or not parts[1]:
+        if not dialogues or len(parts) not in (2, 3) or parts[0] not in agents or not parts[1]:
             raise SourceError(f"{path}:{lineno}: expected '<agent> | <user> | <system>', got {line!r}")
-        dialogues[-1][1].append((AGENTS[parts[0]], parts[1], parts[2] if len(parts) == 3 else ""))
+        dialogues[-1][1].append((agents[parts[0]], parts[1], parts[2] if len(parts) == 3 else ""))
     return dialogues
 
 
@@ -78,19 +87,30 @@ def records(dialogue_id: str, turns: list[tuple[str, str, str]]) -> list[dict[st
     return out
 
 
-def build(lang: str) -> dict[str, str]:
-    """The text of ``dev.jsonl`` and ``test.jsonl`` for one language."""
+def _dialogues(paths: list[Path], prefix: str, agents: dict[str, str],
+               turns: range) -> Iterator[tuple[str, list[tuple[str, str, str]]]]:
+    """Every dialogue of ``paths``: ids unique and prefixed ``prefix``, user turns counted in ``turns``."""
     seen: set[str] = set()
-    lines: dict[str, list[str]] = {"dev": [], "test": []}
-    for path in sorted((SOURCES / lang).glob("*.txt")):
-        for did, turns in parse(path):
-            if did in seen or not did.startswith(f"{lang}-"):
-                raise SourceError(f"{path}: dialogue id {did!r} repeated or not prefixed {lang}-")
+    for path in paths:
+        for did, dialogue in parse(path, agents):
+            if did in seen or not did.startswith(prefix):
+                raise SourceError(f"{path}: dialogue id {did!r} repeated or not prefixed {prefix}")
             seen.add(did)
-            if not 3 <= len(turns) <= 8:
-                raise SourceError(f"{path}: {did} has {len(turns)} user turns (3-8 wanted)")
-            split = "dev" if is_dev(did) else "test"
-            lines[split] += [json.dumps(r, ensure_ascii=False) for r in records(did, turns)]
+            if len(dialogue) not in turns:
+                wanted = f"{turns.start}-{turns.stop - 1}"
+                raise SourceError(f"{path}: {did} has {len(dialogue)} user turns ({wanted} wanted)")
+            yield did, dialogue
+
+
+def build(lang: str) -> dict[str, str]:
+    """The text of ``dev.jsonl``, ``test.jsonl`` and ``train.jsonl`` for one language."""
+    lines: dict[str, list[str]] = {"dev": [], "test": [], "train": []}
+    for did, turns in _dialogues(sorted((SOURCES / lang).glob("*.txt")), f"{lang}-", AGENTS, range(3, 9)):
+        split = "dev" if is_dev(did) else "test"
+        lines[split] += [json.dumps(r, ensure_ascii=False) for r in records(did, turns)]
+    train = sorted((SOURCES / lang / "train").glob("*.txt"))
+    for did, turns in _dialogues(train, f"{lang}-train-", TRAIN_AGENTS, range(4, 10)):
+        lines["train"] += [json.dumps(r, ensure_ascii=False) for r in records(did, turns)]
     return {split: "".join(line + "\n" for line in rows) for split, rows in lines.items()}
 
 

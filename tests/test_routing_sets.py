@@ -16,6 +16,7 @@ from memroute.text import detect_language
 ROOT = Path(memroute.__file__).parent / "eval" / "data" / "routing"
 LANGUAGES = ("ko", "ja")
 SPLITS = ("dev", "test")
+ALL_SPLITS = (*SPLITS, "train")  # train: its own catalogue, train_services.jsonl
 
 
 def records(lang: str, split: str) -> list[dict[str, Any]]:
@@ -57,6 +58,26 @@ def test_candidates_and_gold_labels(lang: str) -> None:
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
+def test_train_set_on_its_own_catalogue(lang: str) -> None:
+    """The train set routes among ten agents of its own, at most four of them sharing a capability (an id)
+    with the dev / test catalogue, the same agents in both languages; 4-9 user turns a dialogue."""
+    agents = load_candidates(ROOT / lang / "train_services.jsonl")
+    ids = {a.id for a in agents}
+    assert len(ids) == len(agents) == 10
+    assert ids == {a.id for a in load_candidates(ROOT / "ko" / "train_services.jsonl")}
+    assert len(ids & {a.id for a in load_candidates(ROOT / lang / "services.jsonl")}) <= 4
+    for agent in agents:
+        assert detect_language(agent.description) == lang, agent.id
+    dialogues = load_dialogues(ROOT / lang / "train.jsonl")
+    assert len(dialogues) >= 60
+    assert all(d.dialogue_id.startswith(f"{lang}-train-") for d in dialogues)
+    for dialogue in dialogues:
+        assert 4 <= len(dialogue.turns) <= 9, dialogue.dialogue_id
+        assert all(len(t.gold) == 1 and t.gold[0] in ids for t in dialogue.turns), dialogue.dialogue_id
+    assert {t.gold[0] for d in dialogues for t in d.turns} == ids
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_splits_are_disjoint_and_follow_the_md5_rule(lang: str) -> None:
     dev = by_dialogue(records(lang, "dev"))
     test = by_dialogue(records(lang, "test"))
@@ -70,7 +91,7 @@ def test_splits_are_disjoint_and_follow_the_md5_rule(lang: str) -> None:
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
-@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("split", ALL_SPLITS)
 def test_histories_carry_every_earlier_turn(lang: str, split: str) -> None:
     for did, recs in by_dialogue(records(lang, split)).items():
         assert [r["user_turn_idx"] for r in recs] == list(range(len(recs))), did
@@ -92,7 +113,7 @@ def test_text_is_in_the_language_of_the_set(lang: str) -> None:
     Japanese sentence in a Korean request, an English identifier) may be detected as another language."""
     turns = 0
     off: list[str] = []
-    for split in SPLITS:
+    for split in ALL_SPLITS:
         for did, recs in by_dialogue(records(lang, split)).items():
             texts = [r["utterance"] for r in recs] + [h["utterance"] for h in recs[-1]["history"]]
             assert detect_language(" ".join(texts)) == lang, did
@@ -104,7 +125,7 @@ def test_text_is_in_the_language_of_the_set(lang: str) -> None:
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
-@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("split", ALL_SPLITS)
 def test_switch_share(lang: str, split: str) -> None:
     """Between a quarter and two fifths of user turns hand over to another agent; every dialogue but a few
     has at least one such switch, and some switch more than once or come back to an earlier agent."""
