@@ -14,22 +14,12 @@ Japanese and Korean dictionary forms), so every inflection counts:
   kayaking day", 〜教えて / 〜考えて / 〜がいいでしょうか, 〜해 줘 / 〜줄래 / 〜될까) counts only with a domain:
   "Write a haiku" and 「이 문장 맞춤법 검사해 줘」 ask for a task that no constraint bears on.
 
-The constraint search is two searches. **By words**: one more keyword search in the recall's gather (no
-extra vector pass): the words that state constraints in the three languages (allergic, アレルギー, 알레르기;
-can't, 苦手, 못; every / 毎週 / 매주; prefer / 好き / 좋아하다 ...) with the domain's own words. **By meaning**
-(:func:`by_meaning`): many links need world knowledge no word carries (「ホットケーキを作ろう」 and 「卵アレルギー」,
-"order a latte" and 「유당불내증」, 「紅葉を見るコース」 and 「膝が悪い」, 「학회 가는 교통편」 and 「비행기 멀미」). The
-request's vector and each candidate's vector, which recall already holds, are read as probabilities over the
-hand-written life topics (:mod:`memroute.retrieval.topics`); a hand-written map (:data:`AREAS`) says which
-topics' statements bear on a request in which topics (a request about cooking or drinks: allergies, diets, food
-tastes, drinks, health; about travel: transport, fears, health, sleep, allergies; about a schedule: the routine and
-appointments ...). A candidate's score is the probability that the request falls in an area and the memory in a
-topic that bears on it; the best :data:`PROMOTED` at or above :data:`MEANING_FLOOR` (more likely than not) are
-found. No store call, no embedding: a product of the candidates' vectors with 32 prototypes.
-
-The hits of both are candidates like any other; the judge sees which ones were found
-(:mod:`memroute.retrieval.judge`), they are judged even when the reranker ranks them lower, and the trace says
-why each was searched ("a constraint for a request about food").
+The constraint search is one more keyword search in the recall's gather (no extra vector pass): the
+words that state constraints in the three languages (allergic, アレルギー, 알레르기; can't, 苦手, 못;
+every / 毎週 / 매주; prefer / 好き / 좋아하다 ...) with the domain's own words. Its hits are candidates like any
+other; the judge sees which ones it found (:mod:`memroute.retrieval.judge`), the best two are judged even
+when the reranker ranks them lower, and the trace says why each was searched ("a constraint for a
+request about food").
 """
 
 from __future__ import annotations
@@ -38,38 +28,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-import numpy.typing as npt
-
 from memroute.analysis import QueryAnalysis
-from memroute.retrieval import topics
 from memroute.text import tokenize
 from memroute.text.tokenizers import analyze_tokens
 
 PROMOTED = 2
-"""Constraint hits of each search judged even when ranked below the returned memories."""
-MEANING_FLOOR = 0.5
-"""A candidate is a constraint by meaning when it is more likely than not one for the request's area."""
-
-_FOOD = ("allergies", "diet", "food_tastes", "drinks", "health")
-_OUTING = ("health", "fears", "allergies")
-_SCHEDULE = ("routine", "appointments")
-AREAS: dict[str, tuple[str, ...]] = {
-    "cooking": _FOOD, "food_tastes": _FOOD, "drinks": _FOOD, "diet": _FOOD,
-    "travel": ("transport", "fears", "health", "sleep", "allergies"),
-    "transport": ("transport", "fears", "health", "sleep"),
-    "exercise": _OUTING, "hobbies": _OUTING,
-    "routine": _SCHEDULE, "appointments": _SCHEDULE,
-    "dates": ("food_tastes", "media_tastes", "hobbies", "preferences", "allergies", "diet"),
-    "pets": ("allergies", "pets"), "house": ("allergies", "pets"),
-}
-"""A request's life topic -> the topics whose statements bear on it (written by hand from what such a request
-needs to know: a meal, an allergy or a diet; a journey, motion sickness or a fear; an outing, a bad knee; a time,
-a fixed schedule; a present, what the person likes). Topics not named here (work, study, money ...) make no
-request area."""
-_AREA_DOMAIN = {"cooking": "food", "food_tastes": "food", "drinks": "food", "diet": "food", "travel": "travel",
-                "transport": "travel", "exercise": "activity", "hobbies": "activity", "routine": "schedule",
-                "appointments": "schedule", "dates": "gift", "pets": "home", "house": "home"}
+"""Constraint hits judged even when ranked below the returned memories."""
 
 _REQUEST_NORMS = frozenset({
     # en (light stems)
@@ -138,11 +102,10 @@ _CONSTRAINT_WORDS = {
 }
 _DOMAIN_NAMES = {
     "en": {"food": "food", "schedule": "a schedule", "travel": "travel", "gift": "a gift", "activity": "an outing",
-           "home": "the home", "plan": "a plan"},
+           "plan": "a plan"},
     "ja": {"food": "食事", "schedule": "予定", "travel": "旅行", "gift": "贈り物", "activity": "お出かけ",
-           "home": "住まい", "plan": "計画"},
-    "ko": {"food": "음식", "schedule": "일정", "travel": "여행", "gift": "선물", "activity": "외출", "home": "집",
-           "plan": "계획"},
+           "plan": "計画"},
+    "ko": {"food": "음식", "schedule": "일정", "travel": "여행", "gift": "선물", "activity": "외출", "plan": "계획"},
 }
 _REASON = {"en": "a constraint for a request about {domain}", "ja": "{domain}についての依頼に関わる制約",
            "ko": "{domain}에 관한 요청의 제약"}
@@ -161,20 +124,7 @@ class Need:
 
 
 def request_need(analysis: QueryAnalysis) -> Need | None:
-    """The request the message makes, or None when it asks for no recommendation, plan or booking (or asks
-    by its form alone in no domain its words name: :func:`request_form`)."""
-    read = _request(analysis)
-    return read if isinstance(read, Need) else None
-
-
-def request_form(analysis: QueryAnalysis) -> str | None:
-    """The cue of a request by its form alone (〜教えて, 〜줄래, "Find ...") in no domain its words name: a request
-    when its meaning falls in a life area (:func:`by_meaning`), a task otherwise ("Write a haiku")."""
-    read = _request(analysis)
-    return read if isinstance(read, str) else None
-
-
-def _request(analysis: QueryAnalysis) -> Need | str | None:
+    """The request the message makes, or None when it asks for no recommendation, plan or booking."""
     text = analysis.text.casefold()
     if not text.strip():
         return None
@@ -196,7 +146,7 @@ def _request(analysis: QueryAnalysis) -> Need | str | None:
         if found & words:
             return Need(domain, cue)
     if asking is None and requested is None:
-        return cue  # a request by its form alone needs a domain (see the module docstring)
+        return None  # a request by its form alone needs a domain (see the module docstring)
     if analysis.time_range is not None:
         return Need("schedule", cue)
     return Need("plan", cue)
@@ -218,42 +168,3 @@ def promote(order: Sequence[int], found: Collection[int], limit: int) -> list[in
     rest = [j for j in order if j not in missing]
     keep = max(limit - len(missing), 0)
     return rest[:keep] + missing + rest[keep:]
-
-
-@lru_cache(maxsize=4)
-def _area_matrix(names: tuple[str, ...]) -> npt.NDArray[np.float32]:
-    ix = {n: k for k, n in enumerate(names)}
-    out = np.zeros((len(names), len(names)), dtype=np.float32)
-    for area, bearing in AREAS.items():
-        for t in bearing:
-            out[ix[area], ix[t]] = 1.0
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class MeaningHits:
-    """What the constraint search by meaning found: the memories (best first) and the request's domain by
-    meaning (None when its topics make no request area)."""
-
-    ids: tuple[str, ...]
-    domain: str | None
-
-
-def by_meaning(embedder: object, query: npt.NDArray[np.float32],
-               vectors: dict[str, npt.NDArray[np.float32]]) -> MeaningHits:
-    """The candidates (``vectors``: id -> normalised vector) that state a constraint in a life area the request
-    (``query``'s vector) touches: score = sum over request topic r and memory topic t of P(r | query) ·
-    AREAS[r, t] · P(t | memory); the best :data:`PROMOTED` at or above :data:`MEANING_FLOOR`."""
-    protos = topics.prototypes(embedder)
-    if not vectors or query.shape[-1] != protos.query.shape[1]:
-        return MeaningHits((), None)
-    names = tuple(topics.bank())
-    area = _area_matrix(names)
-    p_query = topics.distribution(query[None, :], protos.query, protos.tau)[0]
-    weight = area.T @ p_query  # per memory topic: how much it bears on this request
-    ids = list(vectors)
-    score = topics.distribution(np.vstack([vectors[i] for i in ids]), protos.passage, protos.tau) @ weight
-    best = np.argsort(-score, kind="stable")[:PROMOTED]
-    top_area = names[int(np.argmax(p_query * area.any(axis=1)))]
-    domain = _AREA_DOMAIN[top_area] if float(p_query @ area.any(axis=1)) >= MEANING_FLOOR else None
-    return MeaningHits(tuple(ids[k] for k in best if score[k] >= MEANING_FLOOR), domain)

@@ -147,7 +147,6 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         time_flt = replace(flt, start=tr.start, end=tr.end - timedelta(microseconds=1))
     t0 = time.perf_counter()
     need = constraints.request_need(analysis)
-    form = constraints.request_form(analysis) if need is None else None
     out = yield from search_steps(embedder, queries, params, flt, time_flt, opts.context_weight, opts.parallel,
                                   opts.max_candidates, constraints.constraint_tokens(need.domain) if need else ())
     stages["embed"] = out.embed_ms
@@ -185,15 +184,6 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         pool = ranked({i: s * decay_multiplier(items[i].occurred_at, ref_now, params.time_decay_factor)
                        for i, s in pool})
     pool = pool[: opts.max_candidates]
-    if (need is not None or form is not None) and out.query_vectors is not None:
-        # the constraint search by meaning, on the candidates; a request by its form alone is one in a life area
-        meant = constraints.by_meaning(embedder, out.query_vectors[0], {i: vectors[i] for i, _ in pool if i in vectors})
-        if need is None and form is not None and meant.domain is not None:
-            need = constraints.Need(meant.domain, form)
-        elif need is not None and need.domain == "plan" and meant.domain is not None:
-            need = replace(need, domain=meant.domain)
-        if need is not None:
-            asked = list(dict.fromkeys([*meant.ids, *asked]))
     pool += [(i, 0.0) for i in asked if i not in {j for j, _ in pool}]  # constraint hits are candidates
     stages["fuse"] = (time.perf_counter() - t0) * 1000
     if not pool:
