@@ -28,4 +28,9 @@ if __name__ == "__main__":
                      "inj_ans": bool(set(o.injected) & q.answers)})
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"summary": summarise(outcomes), "rows": rows}, f, ensure_ascii=False)
-    print(out, round(time.time() - t0, 1), "s")
+    cons = [r for r in rows if r["type"] == "constraint"]
+    print(f"{enc} {split}: constraint questions {len(cons)}: answer a candidate {sum(r['cand'] for r in cons)}, "
+          f"flagged {sum(r['flagged_ans'] for r in cons)}, in the first 3 {sum(r['top3'] for r in cons)}, "
+          f"injected {sum(r['inj_ans'] for r in cons)}; flags on other memories "
+          f"{sum(len(set(r['flagged']) - set(r['answers'])) for r in rows)} ({round(time.time() - t0, 1)} s; {out})")
+    print(f"PYTHONPATH=src python -m benchmarks.constraint_flags {enc} {split} {out}")
