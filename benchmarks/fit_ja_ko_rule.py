@@ -135,38 +135,10 @@ def rows(obs: Any, index: dict[str, int], floor: float, length_cap: int) -> tupl
     return np.array(xs, dtype=np.float64).reshape(-1, len(FEATURES)), np.array(ys, dtype=np.float64)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, sw: np.ndarray, w0: np.ndarray, prior: float,
-                 free: np.ndarray) -> np.ndarray:
-    """MAP logistic regression (sample weights ``sw``), prior of precision ``prior`` centred on ``w0``; only the
-    ``free`` weights move."""
-    idx = np.flatnonzero(free)
-    w = w0.copy()
-    offset = x[:, ~free] @ w0[~free]
-    xf = x[:, idx]
-
-    def loss(v: np.ndarray) -> float:
-        z = xf @ v + offset
-        return float(np.sum(sw * (np.logaddexp(0.0, z) - y * z)) + 0.5 * prior * np.sum((v - w0[idx]) ** 2))
-
-    v = w0[idx].copy()
-    for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-np.clip(xf @ v + offset, -40, 40)))
-        grad = xf.T @ (sw * (p - y)) + prior * (v - w0[idx])
-        hess = (xf * (sw * p * (1 - p))[:, None]).T @ xf + prior * np.eye(len(v))
-        step = np.linalg.solve(hess, grad)
-        before, t = loss(v), 1.0
-        while loss(v - t * step) > before and t > 1e-6:
-            t /= 2
-        v -= t * step
-        if float(np.abs(t * step).max()) < 1e-8:
-            break
-    w[idx] = v
-    return w
-
-
 def fit(config: dict[str, Any], train: dict[str, tuple[Any, dict[str, int], float]]) -> tuple[Any, dict[str, Any]]:
     """The ja/ko rule fitted on ``train`` (name -> (dialogues, index, floor)); returns it and a note."""
     from memroute.routing.policy import PolicyParams
+    from memroute.routing.training import map_logistic
 
     base = PolicyParams()
     w0 = np.array([getattr(base, n) for n in FEATURES[:-1]] + [base.bias + base.ja_ko_bias])
@@ -178,8 +150,8 @@ def fit(config: dict[str, Any], train: dict[str, tuple[Any, dict[str, int], floa
         sws.append(np.full(len(y), 1.0 / max(len(y), 1)))
     n = sum(len(y) for y in ys)
     sw = np.concatenate(sws) * n / len(train)  # each set weighs the same, the total stays n
-    free = np.array([name in config["fit"] for name in FEATURES])
-    w = fit_logistic(np.concatenate(xs), np.concatenate(ys), sw, w0, config["prior"], free)
+    fixed = np.array([name not in config["fit"] for name in FEATURES])
+    w = map_logistic(np.concatenate(xs), np.concatenate(ys), w0, np.where(fixed, 1e9, config["prior"]), sw)
 
     def params(offset: float) -> Any:
         weights = dict(zip(FEATURES[:-1], (round(float(v), 4) for v in w[:-1]), strict=True))
