@@ -154,7 +154,7 @@ def fit(config: dict[str, Any], train: dict[str, tuple[Any, dict[str, int], floa
     w = map_logistic(np.concatenate(xs), np.concatenate(ys), w0, np.where(fixed, 1e9, config["prior"]), sw)
 
     def params(offset: float) -> Any:
-        weights = dict(zip(FEATURES[:-1], (round(float(v), 4) for v in w[:-1]), strict=True))
+        weights: dict[str, Any] = dict(zip(FEATURES[:-1], (round(float(v), 4) for v in w[:-1]), strict=True))
         return replace(base, **weights, bias=round(float(w[-1]) + offset, 4), ja_ko_bias=0.0)
 
     def mean_all(p: Any) -> float:
