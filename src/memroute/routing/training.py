@@ -287,16 +287,31 @@ def _fit_rule(base: PolicyParams, x: np.ndarray[Any, Any], y: np.ndarray[Any, An
         return base, (f"kept the zero-shot weights: {int(y.sum())} switch and {int((1 - y).sum())} stay "
                       f"decisions to learn from (at least {MIN_RULE_TURNS} of each are needed)")
     w0 = np.array([getattr(base, name) for name in _RULE], dtype=np.float64)
+    w = map_logistic(x, y, w0, PRIOR)
+    if not np.all(np.isfinite(w)) or w[0] <= 0.05:
+        return base, "kept the zero-shot weights: the fitted lead weight was not positive"
+    weights: dict[str, Any] = {name: round(float(v), 4) for name, v in zip(_RULE, w, strict=True)}
+    return replace(base, **weights), (
+        f"fitted on {len(y)} decisions ({int(y.sum())} switches)")
+
+
+def map_logistic(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any], w0: np.ndarray[Any, Any],
+                 prior: float | np.ndarray[Any, Any],
+                 weight: np.ndarray[Any, Any] | None = None) -> np.ndarray[Any, Any]:
+    """MAP logistic regression of ``y`` on ``x`` with a Gaussian prior centred on ``w0`` (precision ``prior``, one
+    for all weights or one per weight) and optional per-row weights, by Newton's method with backtracking."""
+    sw = np.ones(len(y)) if weight is None else weight
+    precision = np.broadcast_to(np.asarray(prior, dtype=np.float64), w0.shape)
 
     def loss(w: np.ndarray[Any, Any]) -> float:
         z = x @ w
-        return float(np.sum(np.logaddexp(0.0, z) - y * z) + 0.5 * PRIOR * np.sum((w - w0) ** 2))
+        return float(np.sum(sw * (np.logaddexp(0.0, z) - y * z)) + 0.5 * np.sum(precision * (w - w0) ** 2))
 
     w = w0.copy()
-    for _ in range(100):  # Newton's method on the log-posterior, with backtracking (it is convex)
+    for _ in range(100):  # Newton's method on the log-posterior (it is convex)
         p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -40, 40)))
-        grad = x.T @ (p - y) + PRIOR * (w - w0)
-        hess = (x * (p * (1 - p))[:, None]).T @ x + PRIOR * np.eye(len(w))
+        grad = x.T @ (sw * (p - y)) + precision * (w - w0)
+        hess = (x * (sw * p * (1 - p))[:, None]).T @ x + np.diag(precision)
         step = np.linalg.solve(hess, grad)
         before, t = loss(w), 1.0
         while loss(w - t * step) > before and t > 1e-6:
@@ -304,11 +319,7 @@ def _fit_rule(base: PolicyParams, x: np.ndarray[Any, Any], y: np.ndarray[Any, An
         w -= t * step
         if float(np.abs(t * step).max()) < 1e-8:
             break
-    if not np.all(np.isfinite(w)) or w[0] <= 0.05:
-        return base, "kept the zero-shot weights: the fitted lead weight was not positive"
-    weights: dict[str, Any] = {name: round(float(v), 4) for name, v in zip(_RULE, w, strict=True)}
-    return replace(base, **weights), (
-        f"fitted on {len(y)} decisions ({int(y.sum())} switches)")
+    return w
 
 
 _GRID: dict[str, tuple[float, ...]] = {
