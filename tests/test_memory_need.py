@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memroute import Memory
 from memroute.embed import CachedEmbedder, get_embedder
+from memroute.embed.tokens import ranking_id
 from memroute.errors import ConfigError
-from memroute.retrieval import judge_fit, memory_need
+from memroute.retrieval import judge, judge_fit, memory_need
 from memroute.retrieval.judge import JUDGE_FEATURES, NEED_FEATURES, NEED_UNKNOWN, judge_features
 from memroute.retrieval.judge_fit import judged_question
 
@@ -69,13 +71,17 @@ def test_the_feature_sets_with_the_prior_are_the_sets_without_it_plus_its_column
         assert [u or f in NEED_FEATURES for u, f in zip(plain, JUDGE_FEATURES, strict=True)] == list(with_need)
 
 
+MEMORIES = [
+    {"id": "dentist", "text": "My dentist is Dr. Ono on Elm Street", "occurred_at": NOW - timedelta(days=30)},
+    {"id": "tea", "text": "I drink green tea every afternoon", "occurred_at": NOW - timedelta(days=3)},
+]
+
+
 def test_recall_traces_the_prior_and_the_judges_fit_reads_it_from_the_trace(memory: Memory) -> None:
-    memory.remember_many([
-        {"id": "dentist", "text": "My dentist is Dr. Ono on Elm Street", "occurred_at": NOW - timedelta(days=30)},
-        {"id": "tea", "text": "I drink green tea every afternoon", "occurred_at": NOW - timedelta(days=3)},
-    ])
-    own = memory.recall("Who is my dentist again?", now=NOW).trace
-    world = memory.recall("How tall is Mount Everest?", now=NOW).trace
+    memory.remember_many(MEMORIES)
+    with memory_need.tracing():  # as `memroute eval recall --fit-judge` sets it
+        own = memory.recall("Who is my dentist again?", now=NOW).trace
+        world = memory.recall("How tall is Mount Everest?", now=NOW).trace
     values = []
     for trace in (own, world):
         seen = {c.features["needs_memory"] for c in trace.candidates if c.rerank is not None}
@@ -84,6 +90,28 @@ def test_recall_traces_the_prior_and_the_judges_fit_reads_it_from_the_trace(memo
         assert np.all(q.x[:, COL["needs_memory"]] == seen.pop())
         values.append(q.x[0, COL["needs_memory"]])
     assert values[0] > 0.5 > values[1]
+
+
+def test_recall_computes_no_prior_for_a_judge_that_does_not_read_it(memory: Memory) -> None:
+    memory.remember_many(MEMORIES)
+    model = judge.judge_for(ranking_id(memory.embedder))
+    assert model is not None and not model.reads_need  # use-m3's judge: main's, without the prior
+    trace = memory.recall("Who is my dentist again?", now=NOW).trace
+    assert trace.candidates and not any("needs_memory" in c.features for c in trace.candidates)
+
+
+def test_the_pairs_judge_reads_the_prior(tmp_path: Path) -> None:
+    pair = get_embedder("use-m3+e5-small")
+    model = judge.judge_for(ranking_id(pair))
+    assert model is not None and model.reads_need
+    mem = Memory.open(f"sqlite:///{tmp_path / 'pair.db'}", owner="alice", embedder=pair)
+    try:
+        mem.remember_many(MEMORIES)
+        trace = mem.recall("Who is my dentist again?", now=NOW).trace
+    finally:
+        mem.close()
+    assert {c.features["needs_memory"] for c in trace.candidates if c.rerank is not None} and \
+        all(c.features["needs_memory"] > 0.5 for c in trace.candidates if c.rerank is not None)
 
 
 @pytest.mark.parametrize("name", ["use-m3", "use-m3+e5-small"])
@@ -98,9 +126,13 @@ def test_the_shipped_prototypes_are_the_banks_embedded(name: str) -> None:
 def test_prototypes_of_another_bank_are_computed_not_read(monkeypatch: pytest.MonkeyPatch,
                                                           embedder: CachedEmbedder) -> None:
     calls = []
+
+    def embedded(e: object) -> np.ndarray:
+        calls.append(e)
+        return np.eye(len(memory_need.kinds()), 2, dtype=np.float32)
+
     monkeypatch.setattr(memory_need, "_prototypes", {})
     monkeypatch.setattr(memory_need, "digest", lambda: "another bank")
-    monkeypatch.setattr(memory_need, "embedded",
-                        lambda e: calls.append(e) or np.eye(len(memory_need.kinds()), 2, dtype=np.float32))
+    monkeypatch.setattr(memory_need, "embedded", embedded)
     memory_need.prototypes(embedder)
     assert calls == [embedder]

@@ -114,6 +114,11 @@ class JudgeModel:
         out: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
         return out
 
+    @property
+    def reads_need(self) -> bool:
+        """Whether it reads the memory-need prior (:data:`NEED_FEATURES`): else a recall does not compute it."""
+        return any(self.weights[JUDGE_FEATURES.index(f)] != 0.0 for f in NEED_FEATURES)
+
     def level(self, p: float, best: float) -> Literal["high", "medium", "none"]:
         """``p``'s level in a recall whose best candidate has probability ``best``."""
         if p < self.relative * best:

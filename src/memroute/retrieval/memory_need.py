@@ -25,7 +25,8 @@ import base64
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -42,7 +43,24 @@ SIDES = ("owner", "none")
 TAU = 0.03
 """The softmax temperature over the kinds' cosines (the life-topic column's value, not tuned here)."""
 
+TRACE = False
+"""Compute the prior in every recall, also where the judge does not read it (``memroute eval recall`` sets it while it
+fits or holds out judges: the fit reads it from the traces). Otherwise recall computes it only for a judge that reads
+it, so that no other encoder pays for it."""
+
 _lock = threading.Lock()
+
+
+@contextmanager
+def tracing(on: bool = True) -> Iterator[None]:
+    """:data:`TRACE` set to ``on`` (or left on) for the block."""
+    global TRACE
+    before = TRACE
+    TRACE = before or on
+    try:
+        yield
+    finally:
+        TRACE = before
 _prototypes: dict[str, tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]] = {}
 
 

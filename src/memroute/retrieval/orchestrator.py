@@ -261,7 +261,8 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             inter = inter_model.logits(qvec, np.vstack([vectors[c.memory.id] for c in candidates]))
             for row, v in zip(feature_rows, inter.tolist(), strict=True):
                 row["interaction"] = v
-        needs = memory_need.needs_memory(embedder, qvec) if qvec is not None else None
+        needs = memory_need.needs_memory(embedder, qvec) \
+            if qvec is not None and (judge_model.reads_need or memory_need.TRACE) else None
         if needs is not None:
             for row in feature_rows:
                 row["needs_memory"] = needs
