@@ -32,11 +32,16 @@ So the judge reads, for every candidate of one recall:
 - the query type (factual, conceptual, temporal; the others are the baseline);
 - ``interaction``: the logit of the encoder's question-memory interaction model
   (:mod:`memroute.retrieval.interaction`, from the query's and the memory's vectors), and against this
-  recall's other candidates ``interaction_z`` and ``interaction_lead``; zeros for an encoder without one.
+  recall's other candidates ``interaction_z`` and ``interaction_lead``; zeros for an encoder without one;
+- ``needs_memory``: whether the message needs its owner's memories at all (:mod:`memroute.retrieval.memory_need`:
+  its query vector against a hand-written bank of messages that do and messages that do not), the same for every
+  candidate of a recall, and its products with ``rerank_z`` and ``rerank_lead``: a general-knowledge question, a
+  greeting or a task on quoted text can give its first memory as high a probability as an answer gets
+  (docs/benchmarks.md, everyday recall, sixth and sixteenth passes). Read by the pair's judge only.
 
 A logistic model over these gives the probability that the candidate answers the message. Which
 features it reads (the first twelve; with ``rerank_z`` and ``rerank_lead``; or all, with the store-size
-products) and its L2 strength are chosen per encoder by leave-one-group-out on the training data (each
+products; each also with the memory-need prior) and its L2 strength are chosen per encoder by leave-one-group-out on the training data (each
 everyday store and each LoCoMo conversation held out in turn; :func:`memroute.retrieval.judge_fit.select`),
 by the objective that also sets the cut-offs. It is fitted
 per packaged encoder by ``memroute eval recall --fit-judge`` (:mod:`memroute.retrieval.judge_fit`) on
