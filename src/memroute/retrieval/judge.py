@@ -41,8 +41,9 @@ So the judge reads, for every candidate of one recall:
 
 A logistic model over these gives the probability that the candidate answers the message. Which
 features it reads (the first twelve; with ``rerank_z`` and ``rerank_lead``; or all, with the store-size
-products; each also with the memory-need prior) and its L2 strength are chosen per encoder by leave-one-group-out on the training data (each
-everyday store and each LoCoMo conversation held out in turn; :func:`memroute.retrieval.judge_fit.select`),
+products; each also with the memory-need prior) and its L2 strength are chosen per encoder by
+leave-one-group-out on the training data (each everyday store and each LoCoMo conversation held out in turn;
+:func:`memroute.retrieval.judge_fit.select`),
 by the objective that also sets the cut-offs. It is fitted
 per packaged encoder by ``memroute eval recall --fit-judge`` (:mod:`memroute.retrieval.judge_fit`) on
 training questions: LoCoMo's (a candidate answers when it is an evidence turn) and the everyday-recall
