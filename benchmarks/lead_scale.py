@@ -135,13 +135,12 @@ def decisions(rec: dict[str, Any]) -> dict[str, float]:
     """The teacher-forced decisions of :func:`benchmarks.fit_ja_ko_rule.rows` (the best other agent against the
     previous turn's): the lead's median on switches and on stays, and how well the lead alone and today's whole
     rule rank switches above stays (AUC)."""
-    from benchmarks.fit_ja_ko_rule import rows
+    from benchmarks.fit_ja_ko_rule import FEATURES, rows
     from memroute.routing.policy import PolicyParams
 
     p = PolicyParams()
     x, y = rows(rec["obs"], rec["index"], rec["floor"], p.length_cap)
-    w = np.array([p.lead, p.standout, p.length, p.request, p.also, p.another, p.assistant_done, p.switch, p.question,
-                  p.follow_up, p.new_request, p.bias + p.ja_ko_bias])
+    w = np.array([getattr(p, name) for name in FEATURES[:-1]] + [p.bias + p.ja_ko_bias])  # today's margin
 
     def auc(v: np.ndarray) -> float:
         pos, neg = v[y == 1][:, None], v[y == 0][None, :]
