@@ -38,6 +38,7 @@ CATALOGUES = {  # name: (catalogue, language, recording of its labelled train sp
     "ja_train": (SETS / "ja" / "train_services.jsonl", "ja", "ja_train_all.pkl"),
     "jmultiwoz_tc": (JM / "tools.jsonl", "ja", "jmultiwoz_tc_train_250.pkl"),
 }
+SGD = {"sgd": (DATA / "sgd_routing" / "services.jsonl", "en", "sgd_train_250.pkl")}  # English: ``--sgd``
 DEV = {"ko_dev": (SETS / "ko" / "services.jsonl", "ko", "ko_dev_all.pkl"),
        "ja_dev": (SETS / "ja" / "services.jsonl", "ja", "ja_dev_all.pkl")}
 
@@ -109,15 +110,15 @@ def pieces_measure(index: Any) -> float:
     return float(np.median(leads)) / catalogue_scale(m, owner, starts) if leads else float("nan")
 
 
-def switch_leads(rec: dict[str, Any]) -> dict[str, float]:
-    """Teacher-forced gold switches on ja/ko turns: the new agent's lead over the previous turn's, and the
-    right agent's lead over its best rival on every labelled ja/ko turn (floor units)."""
+def switch_leads(rec: dict[str, Any], ja_ko: bool = True) -> dict[str, float]:
+    """Gold switches on ja/ko turns (English ones with ``ja_ko`` false): the new agent's lead over the previous
+    turn's, and the right agent's lead over its best rival on every labelled turn (floor units)."""
     index, floor = rec["index"], rec["floor"]
     sw, right = [], []
     for dialogue in rec["obs"]:
         prev = None
         for o in dialogue:
-            if o.scores is not None and o.gold and o.features.ja_ko:
+            if o.scores is not None and o.gold and o.features.ja_ko == ja_ko:
                 g = [index[x] for x in sorted(o.gold)]
                 rival = np.delete(o.scores, g).max() if len(g) < len(o.scores) else None
                 if rival is not None:
@@ -128,7 +129,7 @@ def switch_leads(rec: dict[str, Any]) -> dict[str, float]:
             if o.gold:
                 prev = o.gold
     return {"switch_median": float(np.median(sw)), "switches": len(sw), "right_median": float(np.median(right)),
-            **decisions(rec)}
+            **(decisions(rec) if ja_ko else {})}
 
 
 def decisions(rec: dict[str, Any]) -> dict[str, float]:
@@ -158,13 +159,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/fit_ja_ko_rule"))
     parser.add_argument("--min-weight", type=float, default=0.5)
     parser.add_argument("--by-bank", type=float, default=0.25, help="the bank's weight when scoring the requests")
+    parser.add_argument("--sgd", action="store_true", help="also SGD's catalogue, English (records 250 SGD train "
+                        "dialogues into the cache the first time, about 3 minutes)")
     parser.add_argument("--dev", action="store_true", help="also dev's catalogue (its switch leads read dev labels)")
     args = parser.parse_args(argv)
-    cats = {**CATALOGUES, **(DEV if args.dev else {})}
+    cats = {**CATALOGUES, **(SGD if args.sgd else {}), **(DEV if args.dev else {})}
     for name, (catalogue, lang, rec) in cats.items():
         m = bank_measure(catalogue, lang, args.min_weight, args.by_bank)
         path = args.cache / rec
-        s = switch_leads(pickle.loads(path.read_bytes())) if path.exists() else {}
+        if name == "sgd" and not path.exists():
+            from benchmarks.tune_ja_ko_rule import record
+
+            path.write_bytes(pickle.dumps(record(DATA / "sgd_routing" / "train.jsonl", catalogue, 0.25, 250)))
+        s = switch_leads(pickle.loads(path.read_bytes()), lang != "en") if path.exists() else {}
         print(name, " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in {**m, **s}.items()),
               flush=True)
     return 0
