@@ -108,3 +108,16 @@ def test_a_model_with_small_store_weights_scores_a_small_store_apart() -> None:
 def test_fit_and_fit_judge_in_one_run_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--fit first"):
         evaluate(tmp_path, fit=True, fit_judge=True, weights_path=tmp_path / "w.json")
+
+
+@pytest.mark.parametrize(("limit", "flags", "message"), [
+    (0, {}, "no questions to evaluate"), (1, {"loo": True}, "needs at least two; --limit 1 keeps 1"),
+    (2, {"loo": True}, "needs at least two; --limit 2 keeps 1")])
+def test_too_little_data_for_the_run_is_refused_before_any_store_is_written(
+        tmp_path: Path, limit: int, flags: dict[str, bool], message: str) -> None:
+    data = tmp_path / "locomo"
+    data.mkdir()
+    write_locomo(data)
+    with pytest.raises(InputError, match=message):
+        evaluate(data, workdir=tmp_path / "work", limit=limit, weights_path=tmp_path / "w.json", **flags)
+    assert not (tmp_path / "work").exists()

@@ -301,6 +301,13 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
                 kept.append(replace(conv, questions=conv.questions[:left]))
                 left -= len(kept[-1].questions)
         convs = kept
+    if not any(conv.questions for conv in convs):
+        raise InputError(f"no questions to evaluate in {data_dir}" + (f" with --limit {limit}" if limit is not None
+                                                                        else ""))
+    if loo and len(convs) < 2:
+        raise InputError(f"--loo holds each conversation out in turn and needs at least two; "
+                         f"{'--limit ' + str(limit) + ' keeps' if limit is not None else 'the data has'} "
+                         f"{len(convs)}")
     usage = LlmUsage() if llm is not None else None
     tmp = None
     if workdir is None:
