@@ -177,14 +177,14 @@ def test_a_selection_held_fixed_is_the_free_selections_figure_for_that_set() -> 
     train = _questions(rng, 40, "a") + _questions(rng, 20, "b")
     groups = [f"g{i % 2}" for i in range(40)] + ["one"] * 20
     free = select(train, groups, folds=2)
-    for name in ("seed", "store-size+need"):
+    for name in ("seed", "store-size"):
         fixed = select(train, groups, folds=2, features=[name], l2s=[3.0])
         assert (fixed.features, fixed.l2) == (name, 3.0)
         assert fixed.tried == {f"{name}, L2 3": free.tried[f"{name}, L2 3"]}
     narrowed = select(train, groups, folds=2, features=["seed", "store"], l2s=[1.0])
     assert set(narrowed.tried) == {"seed, L2 1", "store, L2 1"}
     with pytest.raises(InputError, match="unknown judge feature set"):
-        select(train, groups, features=["seed+needs"])
+        select(train, groups, features=["seed+need"])
     with pytest.raises(InputError, match="positive"):
         select(train, groups, l2s=[0.0])
 

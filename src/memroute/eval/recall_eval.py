@@ -44,15 +44,7 @@ from memroute.eval.interaction_fit import TrainingQuestion, question_pairs
 from memroute.eval.locomo import CATEGORIES, Conversation, load_locomo
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
-from memroute.retrieval import (
-    FEATURES,
-    CandidateTrace,
-    RecallOptions,
-    RerankModel,
-    interaction,
-    memory_need,
-    reranker_for,
-)
+from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, interaction, reranker_for
 from memroute.retrieval import rerank as rerank_module
 from memroute.retrieval.rerank import LATE
 from memroute.retrieval.rerank_fit import fit_reranker
@@ -373,9 +365,8 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
                 "answerable": answerable, "first_answers": first, "mrr": round(rr / answerable, 4)}
     judged = [r.judged for r in runs if options.rerank]
     if judged:
-        with memory_need.tracing(fit_judge or loo):
-            result["injection"] = judge_eval.injection(judged, embedder, fit_judge, loo=loo or fit_judge, stack=stack,
-                                                       features=judge_features, l2s=judge_l2)
+        result["injection"] = judge_eval.injection(judged, embedder, fit_judge, loo=loo or fit_judge, stack=stack,
+                                                   features=judge_features, l2s=judge_l2)
     if fit:
         _, y = training_rows(runs)
         with_everyday = (f" and everyday train ({len(everyday)} questions, a share of {settings.everyday_share:g} of "

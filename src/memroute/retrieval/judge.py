@@ -32,18 +32,12 @@ So the judge reads, for every candidate of one recall:
 - the query type (factual, conceptual, temporal; the others are the baseline);
 - ``interaction``: the logit of the encoder's question-memory interaction model
   (:mod:`memroute.retrieval.interaction`, from the query's and the memory's vectors), and against this
-  recall's other candidates ``interaction_z`` and ``interaction_lead``; zeros for an encoder without one;
-- ``needs_memory``: whether the message needs its owner's memories at all (:mod:`memroute.retrieval.memory_need`:
-  its query vector against a hand-written bank of messages that do and messages that do not), the same for every
-  candidate of a recall, and its products with ``rerank_z`` and ``rerank_lead``: a general-knowledge question, a
-  greeting or a task on quoted text can give its first memory as high a probability as an answer gets
-  (docs/benchmarks.md, everyday recall, sixth and sixteenth passes). Read by the pair's judge only.
+  recall's other candidates ``interaction_z`` and ``interaction_lead``; zeros for an encoder without one.
 
 A logistic model over these gives the probability that the candidate answers the message. Which
 features it reads (the first twelve; with ``rerank_z`` and ``rerank_lead``; or all, with the store-size
-products; each also with the memory-need prior) and its L2 strength are chosen per encoder by
-leave-one-group-out on the training data (each everyday store and each LoCoMo conversation held out in turn;
-:func:`memroute.retrieval.judge_fit.select`),
+products) and its L2 strength are chosen per encoder by leave-one-group-out on the training data (each
+everyday store and each LoCoMo conversation held out in turn; :func:`memroute.retrieval.judge_fit.select`),
 by the objective that also sets the cut-offs. It is fitted
 per packaged encoder by ``memroute eval recall --fit-judge`` (:mod:`memroute.retrieval.judge_fit`) on
 training questions: LoCoMo's (a candidate answers when it is an evidence turn) and the everyday-recall
@@ -87,13 +81,7 @@ from memroute.errors import ConfigError
 JUDGE_FEATURES = ("cosine", "cosine_z", "cosine_lead", "keyword_overlap", "rerank_logit", "rank_rr", "bm25",
                   "constraint", "pool", "qt_factual", "qt_conceptual", "qt_temporal", "rerank_z", "rerank_lead",
                   "cosine_z_few", "cosine_lead_few", "keyword_overlap_few", "rerank_logit_few", "rerank_z_few",
-                  "rerank_lead_few", "interaction", "interaction_z", "interaction_lead", "needs_memory",
-                  "needs_memory_rerank_z", "needs_memory_rerank_lead")
-NEED_FEATURES = ("needs_memory", "needs_memory_rerank_z", "needs_memory_rerank_lead")
-"""The question-level prior (:mod:`memroute.retrieval.memory_need`) and its products with the reranker's
-store-relative logit: the same value for every candidate of one recall."""
-NEED_UNKNOWN = 0.5
-"""``needs_memory`` of a recall without a query vector (no vector search ran)."""
+                  "rerank_lead_few", "interaction", "interaction_z", "interaction_lead")
 _FEW = ("cosine_z", "cosine_lead", "keyword_overlap", "rerank_logit", "rerank_z", "rerank_lead")
 """Features also given multiplied by ``few`` (1 / log of the number of candidates)."""
 ANY_ENCODER = "any"
@@ -119,11 +107,6 @@ class JudgeModel:
         logits = z @ np.asarray(self.weights) + self.bias
         out: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
         return out
-
-    @property
-    def reads_need(self) -> bool:
-        """Whether it reads the memory-need prior (:data:`NEED_FEATURES`): else a recall does not compute it."""
-        return any(self.weights[JUDGE_FEATURES.index(f)] != 0.0 for f in NEED_FEATURES)
 
     def level(self, p: float, best: float) -> Literal["high", "medium", "none"]:
         """``p``'s level in a recall whose best candidate has probability ``best``."""
@@ -152,12 +135,10 @@ Floats = Sequence[float] | npt.NDArray[np.float64]
 def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm25: Floats, ranks: Sequence[int],
                    constraint: Sequence[bool], query_type: str,
                    changed: Sequence[tuple[int, int]] = (),
-                   interaction: Floats | None = None,
-                   needs_memory: float | None = None) -> npt.NDArray[np.float64]:
+                   interaction: Floats | None = None) -> npt.NDArray[np.float64]:
     """One row of :data:`JUDGE_FEATURES` per candidate; ``ranks`` are positions in the final order;
     ``changed`` are (older, newer) candidate indices of facts that changed (:mod:`memroute.retrieval.changes`);
-    ``interaction``: the interaction model's logits (:mod:`memroute.retrieval.interaction`), None without one;
-    ``needs_memory``: the message's prior (:mod:`memroute.retrieval.memory_need`), None without a query vector.
+    ``interaction``: the interaction model's logits (:mod:`memroute.retrieval.interaction`), None without one.
 
     A fact that changed is one answer told twice: the newer memory takes the stronger of the pair's
     evidence (cosine, reranker probability, keyword overlap, BM25, rank), and neither counts as the
@@ -203,10 +184,6 @@ def judge_features(cosines: Floats, rerank: Floats, keyword_overlap: Floats, bm2
             inter_mean, inter_std = mean_std(inter)
             x[:, col["interaction_z"]] = (inter - inter_mean) / max(inter_std, 0.1)
         x[:, col["interaction_lead"]] = _leads(inter, constraint, changed, 3.0) if n > 1 else 3.0
-    need = NEED_UNKNOWN if needs_memory is None else needs_memory
-    x[:, col["needs_memory"]] = need
-    x[:, col["needs_memory_rerank_z"]] = need * x[:, col["rerank_z"]]
-    x[:, col["needs_memory_rerank_lead"]] = need * x[:, col["rerank_lead"]]
     few = 1.0 / math.log(n) if n > 1 else 1.0
     for name in _FEW:
         x[:, col[f"{name}_few"]] = x[:, col[name]] * few

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from memroute.errors import InputError
 from memroute.retrieval.changes import CONTENDERS
-from memroute.retrieval.judge import JUDGE_FEATURES, NEED_FEATURES, JudgeModel, judge_features
+from memroute.retrieval.judge import JUDGE_FEATURES, JudgeModel, judge_features
 from memroute.retrieval.rerank_fit import fit_logistic
 from memroute.retrieval.trace import RecallTrace
 
@@ -37,19 +37,17 @@ TARGETS = {"answer_injected": 0.85, "precision": 0.80, "abstention": 0.90}
 """The shares the cut-offs aim at (issue 21): a share counts up to its target in the objective."""
 RELATIVE_GRID = (0.0, 0.3, 0.5, 0.7, 0.85)
 """The relative shares the fit tries."""
-_BASE_SETS = {"seed": 12, "store": 14, "store-size": 20, "interaction": 23}
-"""Each base set: the first so many of :data:`JUDGE_FEATURES` (without the question-level prior)."""
 FEATURE_SETS = {
-    **{name: tuple(i < n for i in range(len(JUDGE_FEATURES))) for name, n in _BASE_SETS.items()},
-    **{f"{name}+need": tuple(i < n or f in NEED_FEATURES for i, f in enumerate(JUDGE_FEATURES))
-       for name, n in _BASE_SETS.items()},
+    "seed": tuple(i < 12 for i in range(len(JUDGE_FEATURES))),
+    "store": tuple(i < 14 for i in range(len(JUDGE_FEATURES))),
+    "store-size": tuple(i < 20 for i in range(len(JUDGE_FEATURES))),
+    "interaction": tuple(True for _ in JUDGE_FEATURES),
 }
 """The feature sets :func:`select` chooses from: the first judge's twelve; with the reranker's logit
 relative to this recall's other candidates (``rerank_z``, ``rerank_lead``); and with the store-relative
 features also multiplied by ``few`` (1 / log of the number of candidates), so their weights may differ
 between a small personal store and a long chat log, learned from the data rather than switched; and all of
-these with the interaction model's logit (``interaction``, ``interaction_z``, ``interaction_lead``); and each of
-the four with the question-level prior (``+need``: ``needs_memory`` and its products, :data:`NEED_FEATURES`)."""
+these with the interaction model's logit (``interaction``, ``interaction_z``, ``interaction_lead``)."""
 L2S = (1.0, 3.0)
 """The L2 strengths :func:`select` chooses from."""
 COSINE_FREE = tuple(f != "cosine" and not f.startswith("interaction") for f in JUDGE_FEATURES)
@@ -86,8 +84,7 @@ def judged_question(trace: RecallTrace, answers: Collection[str], dataset: str, 
                        [c.id in trace.constraints for c in cands], qtype, changed,
                        interaction if interaction is not None else
                        [c.features["interaction"] for c in cands]
-                       if cands and all("interaction" in c.features for c in cands) else None,
-                       cands[0].features.get("needs_memory") if cands else None)[:limit]
+                       if cands and all("interaction" in c.features for c in cands) else None)[:limit]
     y = np.array([np.nan if c.id in ignore else float(c.id in answers) for c in cands[:limit]], dtype=np.float64)
     return JudgedQuestion(dataset, x, y, answerable)
 

@@ -30,7 +30,7 @@ from memroute.errors import InputError
 from memroute.llm.frame import query_frame
 from memroute.llm.steps import LlmAssistant
 from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
-from memroute.retrieval import changes, constraints, decide, interaction, judge, late, memory_need
+from memroute.retrieval import changes, constraints, decide, interaction, judge, late
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
@@ -261,17 +261,12 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
             inter = inter_model.logits(qvec, np.vstack([vectors[c.memory.id] for c in candidates]))
             for row, v in zip(feature_rows, inter.tolist(), strict=True):
                 row["interaction"] = v
-        needs = memory_need.needs_memory(embedder, qvec) \
-            if qvec is not None and (judge_model.reads_need or memory_need.TRACE) else None
-        if needs is not None:
-            for row in feature_rows:
-                row["needs_memory"] = needs
         index = {candidates[j].memory.id: j for j in shown}
         judged = judge_model.probability(judge.judge_features(
             [c.cosine for c in candidates], probs, feats[:, FEATURES.index("keyword_overlap")],
             feats[:, FEATURES.index("bm25")], [rank_of[j] for j in range(len(candidates))],
             [j in found_for_need for j in range(len(candidates))], analysis.query_type.value,
-            [(index[old], index[new]) for old, new in early.items()], inter, needs))
+            [(index[old], index[new]) for old, new in early.items()], inter))
     judge_p = judged.tolist() if judged is not None else None
     if judge_p is not None and judgement is None:
         # the judge is fitted per encoder on small stores too: the memories returned are ordered by its
