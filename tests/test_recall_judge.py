@@ -4,13 +4,15 @@ the real encoder; the judge's fit on synthetic questions whose answer is known."
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memroute import Memory
 from memroute.analysis import analyze
-from memroute.errors import ConfigError
+from memroute.errors import ConfigError, InputError
+from memroute.eval.recall_eval import evaluate
 from memroute.retrieval import judge
 from memroute.retrieval.constraints import promote, request_need
 from memroute.retrieval.judge import JUDGE_FEATURES, JudgeModel, judge_features
@@ -166,6 +168,30 @@ def test_the_selection_scores_every_feature_set_on_groups_it_did_not_fit() -> No
     assert len(chosen.tried) == len(FEATURE_SETS) * len(L2S)
     assert chosen.objective == pytest.approx(max(chosen.tried.values()), abs=1e-4)
     assert set(chosen.shares) == {"a", "b"}
+
+
+def test_a_selection_held_fixed_is_the_free_selections_figure_for_that_set() -> None:
+    """``--judge-features X --judge-l2 Y`` scores only that set, with the same held-out objective the free
+    selection computed for it (so a shipped judge is what one documented command writes)."""
+    rng = np.random.default_rng(11)
+    train = _questions(rng, 40, "a") + _questions(rng, 20, "b")
+    groups = [f"g{i % 2}" for i in range(40)] + ["one"] * 20
+    free = select(train, groups, folds=2)
+    for name in ("seed", "store-size"):
+        fixed = select(train, groups, folds=2, features=[name], l2s=[3.0])
+        assert (fixed.features, fixed.l2) == (name, 3.0)
+        assert fixed.tried == {f"{name}, L2 3": free.tried[f"{name}, L2 3"]}
+    narrowed = select(train, groups, folds=2, features=["seed", "store"], l2s=[1.0])
+    assert set(narrowed.tried) == {"seed, L2 1", "store, L2 1"}
+    with pytest.raises(InputError, match="unknown judge feature set"):
+        select(train, groups, features=["seed+need"])
+    with pytest.raises(InputError, match="positive"):
+        select(train, groups, l2s=[0.0])
+
+
+def test_narrowing_the_judge_selection_needs_a_fit_or_loo(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--fit-judge or --loo"):
+        evaluate(tmp_path, judge_features=["seed"])
 
 
 def test_mean_std_is_numpys_to_the_bit() -> None:

@@ -10,6 +10,7 @@ from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from
 from memroute.embed import EMBEDDERS
 from memroute.memory import Memory
 from memroute.retrieval import RecallOptions, Strategy
+from memroute.retrieval.judge_fit import FEATURE_SETS, L2S
 
 _DEFAULTS = RecallOptions()
 
@@ -35,6 +36,11 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    "write its entry of the weights the package ships (retrieval/rerank_weights.json)")
     p.add_argument("--fit-judge", action="store_true", help="fit the relevance judge of this embedder on LoCoMo "
                    "and the everyday train split and write it (retrieval/judge_weights.json)")
+    p.add_argument("--judge-features", nargs="+", choices=list(FEATURE_SETS), metavar="SET",
+                   help="with --fit-judge or --loo: the judge's feature sets to choose among (one holds the selection "
+                   f"fixed; default: all of {', '.join(FEATURE_SETS)})")
+    p.add_argument("--judge-l2", nargs="+", type=float, metavar="L2", help="with --fit-judge or --loo: the judge's "
+                   f"L2 strengths to choose among (one holds it fixed; default: {' '.join(f'{x:g}' for x in L2S)})")
     p.add_argument("--embedder", default="use-m3", choices=list(EMBEDDERS))
     p.add_argument("--k-per-query", type=int, default=_DEFAULTS.k_per_query)
     p.add_argument("--max-candidates", type=int, default=_DEFAULTS.max_candidates)
@@ -94,7 +100,8 @@ def _eval(args: argparse.Namespace) -> int:
     opts = RecallOptions(k_per_query=args.k_per_query, max_candidates=args.max_candidates, fusion=args.fusion,
                          rerank=not args.no_rerank)
     result = evaluate(args.data, opts, embedder=args.embedder, loo=args.loo, fit=args.fit, workdir=args.workdir,
-                      llm=llm_from(args), limit=args.limit, store_url=args.store, fit_judge=args.fit_judge)
+                      llm=llm_from(args), limit=args.limit, store_url=args.store, fit_judge=args.fit_judge,
+                      judge_features=args.judge_features, judge_l2=args.judge_l2)
     if args.json:
         emit_json(result)
         return 0

@@ -63,12 +63,15 @@ def everyday_train(embedder: str, stack: bool = False) -> list[TrainingQuestion]
 
 
 def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = False, loo: bool = False,
-              stack: bool = False) -> dict[str, Any]:
+              stack: bool = False, features: Sequence[str] | None = None,
+              l2s: Sequence[float] | None = None) -> dict[str, Any]:
     """The shipped judge's shares on ``locomo``; with ``loo`` also leave-one-conversation-out (refitted with
     the everyday train split), with ``fit`` the judge refitted on everything and written. ``stack``: the
     refitted judges read cross-fitted interaction logits (:func:`memroute.eval.interaction_fit.stacked`;
     the questions carry their interaction rows), and with ``fit`` the interaction model fitted on everything
-    is written beside the judge; without, they read the logits the recall traced."""
+    is written beside the judge; without, they read the logits the recall traced. ``features`` and ``l2s``
+    narrow the selection (:func:`memroute.retrieval.judge_fit.select`; one of each holds it fixed, and the
+    written judge's ``fitted_on`` says so)."""
     model_id = ranking_id(get_embedder(embedder))  # the key its judge is read and written under
     shipped = judge.judge_for(model_id)
     tally: dict[str, list[int]] = {}
@@ -89,7 +92,7 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
     else:
         every, inter_model = [t.judged(None) for t in training], None
     groups = [t.group for t in training]
-    chosen = select(every, groups)
+    chosen = select(every, groups, features=features, l2s=l2s)
     use, l2 = FEATURE_SETS[chosen.features], chosen.l2
     out["selection"] = {"features": chosen.features, "l2": l2, "objective": round(chosen.objective, 4),
                         "shares": chosen.shares, "tried": chosen.tried, "interaction": "cross-fitted" if stack
@@ -105,7 +108,12 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
     out["leave_one_conversation_out"] = shares(held).get("locomo")
     out["everyday_train_questions"] = len(training) - n
     if fit:
-        how = f"features {chosen.features!r}, L2 {l2:g} (leave-one-group-out objective {chosen.objective:.3f})"
+        narrowed = "; ".join(part for part in (
+            f"--judge-features {' '.join(features)}" if features is not None else "",
+            f"--judge-l2 {' '.join(f'{x:g}' for x in l2s)}" if l2s is not None else "") if part)
+        how = (f"features {chosen.features!r}, L2 {l2:g} ("
+               + (f"selection narrowed by {narrowed}; " if narrowed else "")
+               + f"leave-one-group-out objective {chosen.objective:.3f})")
         if stack:
             how += ", interaction logits cross-fitted"
         models = {model_id: fit_judge(every, f"{sets}; embedder {embedder}; {how}; {stamp}", use, l2)}

@@ -124,15 +124,24 @@ class Selection:
     tried: dict[str, float]
 
 
-def select(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: int = 4) -> Selection:
+def select(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: int = 4,
+           features: Sequence[str] | None = None, l2s: Sequence[float] | None = None) -> Selection:
     """The feature set (:data:`FEATURE_SETS`) and L2 strength (:data:`L2S`) whose judge, refitted without
     each group (an everyday store, a LoCoMo conversation) and scored on it, comes closest to the targets
-    (:func:`_objective`). A data set with a single group is split into ``folds`` by position."""
+    (:func:`_objective`). A data set with a single group is split into ``folds`` by position. ``features`` and
+    ``l2s`` narrow the choice (one of each holds the selection fixed: its held-out figures are still computed)."""
+    unknown = sorted(set(features or ()) - set(FEATURE_SETS))
+    if unknown:
+        raise InputError(f"unknown judge feature set(s) {', '.join(unknown)}; known: {', '.join(FEATURE_SETS)}")
+    if l2s is not None and (not l2s or any(not l2 > 0 for l2 in l2s)):
+        raise InputError(f"the judge's L2 strengths must be positive, got {list(l2s)}")
     keys = _folds(questions, groups, folds)
     tried: dict[str, float] = {}
     best: Selection | None = None
     for name, use in FEATURE_SETS.items():
-        for l2 in L2S:
+        if features is not None and name not in features:
+            continue
+        for l2 in l2s if l2s is not None else L2S:
             tally: dict[str, list[int]] = {}
             for key in dict.fromkeys(keys):
                 model = fit_judge([q for q, k in zip(questions, keys, strict=True) if k != key], "", use, l2)
