@@ -44,9 +44,9 @@ from memroute.eval.interaction_fit import TrainingQuestion, question_pairs
 from memroute.eval.locomo import CATEGORIES, Conversation, load_locomo
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.memory import Memory
-from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, interaction, reranker_for, topics
+from memroute.retrieval import FEATURES, CandidateTrace, RecallOptions, RerankModel, interaction, reranker_for
 from memroute.retrieval import rerank as rerank_module
-from memroute.retrieval.rerank import LATE, TOPIC
+from memroute.retrieval.rerank import LATE
 from memroute.retrieval.rerank_fit import fit_reranker
 from memroute.text import query_terms
 
@@ -70,20 +70,15 @@ class FitSettings:
     """Fit the late-interaction column (:data:`memroute.retrieval.rerank.LATE`) too, when the embedder gives token
     vectors (the pair's default, unless ``MEMROUTE_LATE_INTERACTION=0``; the recalls trace it and the fit is written
     under ``<model id>#late``)."""
-    topic: bool = False
-    """Fit the life-topic agreement column (:data:`memroute.retrieval.rerank.TOPIC`) too (the recalls trace it:
-    :data:`memroute.retrieval.topics.TRACE`)."""
 
 
-FIT_SETTINGS = {"use-m3+e5-small": FitSettings(l2=1.0, everyday_share=0.25, late=True, topic=True)}
+FIT_SETTINGS = {"use-m3+e5-small": FitSettings(l2=1.0, everyday_share=0.25, late=True)}
 """Per embedder name, else :class:`FitSettings`'s defaults. Chosen by leave-one-group-out over LoCoMo's
 conversations and the everyday train stores (docs/benchmarks.md, Everyday recall, tenth pass): for the pair,
 small-store weights fitted with a quarter of the weight on everyday train put the answer first for 149 of
 train's 225 answerable questions held out by store (137 with LoCoMo alone), LoCoMo recall@5 0.753 held out;
 for use-m3 they gained 1 question and cost LoCoMo 0.003, so use-m3 keeps LoCoMo alone. The pair also reads
-late interaction (the thirteenth pass), as the eleventh pass's estimate recommended, and the life-topic agreement
-(the fifteenth: for use-m3, fitted on LoCoMo alone, it lost LoCoMo 0.0027 and one train question, so use-m3 has
-none)."""
+late interaction (the thirteenth pass), as the eleventh pass's estimate recommended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +95,11 @@ class EverydayRun:
     small: bool
     late: npt.NDArray[np.float64]
     """Each candidate's late-interaction score as traced (NaN where it has none)."""
-    topic: npt.NDArray[np.float64]
-    """Each candidate's life-topic agreement as traced (NaN where it has none)."""
 
 
-def late_column(cands: Sequence[CandidateTrace], name: str = LATE) -> npt.NDArray[np.float64]:
-    """The candidates' traced scores of the column ``name`` (:data:`LATE`, :data:`TOPIC`), NaN where a candidate
-    has none."""
-    return np.array([c.features.get(name, np.nan) for c in cands], dtype=np.float64)
+def late_column(cands: Sequence[CandidateTrace]) -> npt.NDArray[np.float64]:
+    """The candidates' traced late-interaction scores (:data:`LATE`), NaN where a candidate has none."""
+    return np.array([c.features.get(LATE, np.nan) for c in cands], dtype=np.float64)
 
 
 def everyday_runs(embedder: str, max_candidates: int) -> list[EverydayRun]:
@@ -118,7 +110,7 @@ def everyday_runs(embedder: str, max_candidates: int) -> list[EverydayRun]:
         x = np.array([[c.features.get(f, 0.0) for f in FEATURES] for c in cands], dtype=np.float64)
         out.append(EverydayRun(t.group, t.answers, t.answerable, tuple(c.id for c in cands),
                                x.reshape(len(cands), len(FEATURES)), np.array([c.id not in t.ignore for c in cands]),
-                               len(cands) < max_candidates, late_column(cands), late_column(cands, TOPIC)))
+                               len(cands) < max_candidates, late_column(cands)))
     return [r for r in out if r.ids]
 
 
@@ -127,21 +119,18 @@ def fit_model(runs: Sequence[QuestionRun], everyday: Sequence[EverydayRun], sett
     """The reranker fitted on LoCoMo's ``runs`` and, when ``settings`` give them a share, ``everyday``'s."""
     x, y = training_rows(runs)
     late = np.concatenate([r.late for r in runs if r.ids]) if settings.late else None
-    topic = np.concatenate([r.topic for r in runs if r.ids]) if settings.topic else None
     if settings.everyday_share <= 0 or not everyday:
-        return fit_reranker(x, y, l2=settings.l2, fitted_on=fitted_on, late=late, topic=topic)
+        return fit_reranker(x, y, l2=settings.l2, fitted_on=fitted_on, late=late)
     small = np.concatenate([np.full(len(r.ids), float(len(r.ids) < max_candidates)) for r in runs if r.ids])
     xe = np.vstack([r.features[r.labelled] for r in everyday])
     ye = np.concatenate([np.array([float(i in r.answers) for i in r.ids])[r.labelled] for r in everyday])
     se = np.concatenate([np.full(int(r.labelled.sum()), float(r.small)) for r in everyday])
     if late is not None:
         late = np.concatenate([late, *(r.late[r.labelled] for r in everyday)])
-    if topic is not None:
-        topic = np.concatenate([topic, *(r.topic[r.labelled] for r in everyday)])
     n, share = len(y) + len(ye), settings.everyday_share
     weight = np.concatenate([np.full(len(y), (1 - share) * n / len(y)), np.full(len(ye), share * n / len(ye))])
     return fit_reranker(np.vstack([x, xe]), np.concatenate([y, ye]), l2=settings.l2, fitted_on=fitted_on,
-                        weight=weight, small=np.concatenate([small, se]), late=late, topic=topic)
+                        weight=weight, small=np.concatenate([small, se]), late=late)
 
 
 def first_answers(model: RerankModel, everyday: Sequence[EverydayRun]) -> tuple[int, float]:
@@ -151,7 +140,7 @@ def first_answers(model: RerankModel, everyday: Sequence[EverydayRun]) -> tuple[
     for r in everyday:
         if not r.answerable:
             continue
-        p = model.score(r.features, r.small, r.late, r.topic)
+        p = model.score(r.features, r.small, r.late)
         ranked = [r.ids[j] for j in sorted(range(len(r.ids)), key=lambda j: (-p[j], j))]
         first += ranked[0] in r.answers
         k = next((i for i, mid in enumerate(ranked) if mid in r.answers), None)
@@ -177,8 +166,6 @@ class QuestionRun:
     interaction model's rows when ``pairs`` was asked for."""
     late: npt.NDArray[np.float64]
     """Each candidate's late-interaction score as traced (NaN where it has none)."""
-    topic: npt.NDArray[np.float64]
-    """Each candidate's life-topic agreement as traced (NaN where it has none)."""
 
 
 def scores(ranking: Sequence[str], evidence: frozenset[str]) -> dict[str, float]:
@@ -263,7 +250,7 @@ def run_conversation(mem: Memory, conv: Conversation, options: RecallOptions,
                                     limit=options.limit,
                                     pairs=question_pairs(mem, conv.sample_id, result.trace, q.evidence, "locomo",
                                                          conv.sample_id) if pairs else None),
-                                late_column(cands), late_column(cands, TOPIC)))
+                                late_column(cands)))
     return runs
 
 
@@ -274,7 +261,7 @@ def rescore(runs: Sequence[QuestionRun], model: RerankModel,
         if not r.ids:
             out.append((r.category, scores((), r.evidence)))
             continue
-        p = model.score(r.features, len(r.ids) < max_candidates, r.late, r.topic)
+        p = model.score(r.features, len(r.ids) < max_candidates, r.late)
         order = sorted(range(len(r.ids)), key=lambda j: (-p[j], j))
         out.append((r.category, scores([r.ids[j] for j in order], r.evidence)))
     return out
@@ -287,17 +274,6 @@ def training_rows(runs: Sequence[QuestionRun]) -> tuple[npt.NDArray[np.float64],
 
 
 def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedder: str = "use-m3",
-             **kwargs: Any) -> dict[str, Any]:
-    """:func:`run_evaluation`, the recalls tracing the life-topic column when the embedder's fit reads it."""
-    traced = topics.TRACE
-    topics.TRACE = traced or FIT_SETTINGS.get(embedder, FitSettings()).topic
-    try:
-        return run_evaluation(data_dir, options, embedder, **kwargs)
-    finally:
-        topics.TRACE = traced
-
-
-def run_evaluation(data_dir: str | Path, options: RecallOptions | None = None, embedder: str = "use-m3",
              loo: bool = False, fit: bool = False, workdir: str | Path | None = None,
              l2: float | None = None, llm: LlmAssistant | None = None, limit: int | None = None,
              store_url: str | None = None, fit_judge: bool = False,

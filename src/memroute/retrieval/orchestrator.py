@@ -30,7 +30,7 @@ from memroute.errors import InputError
 from memroute.llm.frame import query_frame
 from memroute.llm.steps import LlmAssistant
 from memroute.observability import RERANK_LATENCY, RETRIEVAL_EMPTY, RETRIEVAL_LATENCY, RETRIEVAL_STRATEGY
-from memroute.retrieval import changes, constraints, decide, interaction, judge, late, topics
+from memroute.retrieval import changes, constraints, decide, interaction, judge, late
 from memroute.retrieval.decay import decay_multiplier
 from memroute.retrieval.dedupe import near_duplicates
 from memroute.retrieval.expand import expand
@@ -40,7 +40,6 @@ from memroute.retrieval.options import Fusion, RecallOptions, Strategy
 from memroute.retrieval.rerank import (
     FEATURES,
     LATE,
-    TOPIC,
     Candidate,
     RerankModel,
     features,
@@ -212,19 +211,15 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
     feats = features(candidates, analysis, ref_now)
     key = ranking_id(embedder)  # per encoder (its cosine scale) and whether it reads late interaction
     reranker = model or reranker_for(key)
-    topic_column = None
-    if qvec is not None and (reranker.topic or topics.TRACE):  # life-topic agreement (topics.py)
-        topic_column = topics.agreement(embedder, qvec, [vectors.get(c.memory.id) for c in candidates])
     # the searches ran out of matches: the candidates are a small store's all (a model may weigh them apart)
     small = len(candidates) < opts.max_candidates
-    probs = reranker.score(feats, small, late_column, topic_column) if opts.rerank else None
+    probs = reranker.score(feats, small, late_column) if opts.rerank else None
     prob = probs.tolist() if probs is not None else None  # Python floats once, not a numpy scalar per use
     feature_rows = [dict(zip(FEATURES, row, strict=True)) for row in feats.tolist()]  # floats once, not per use
-    for name, column in ((LATE, late_column), (TOPIC, topic_column)):
-        if column is not None:
-            for row, v in zip(feature_rows, column.tolist(), strict=True):
-                if v == v:  # not NaN: a candidate without token vectors (or a vector) has no such feature traced
-                    row[name] = v
+    if late_column is not None:
+        for row, v in zip(feature_rows, late_column.tolist(), strict=True):
+            if v == v:  # not NaN: a candidate without token vectors has no late-interaction feature in the trace
+                row[LATE] = v
     rerank_ms = (time.perf_counter() - t0) * 1000
     stages["rerank"] = rerank_ms
     if opts.rerank:

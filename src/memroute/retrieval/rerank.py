@@ -68,9 +68,6 @@ FEATURES = ("fused", "fused_rr", "bm25", "vector", "cosine", "cosine_gap", "n_li
 LATE = "maxsim"
 """The late-interaction column (:mod:`memroute.retrieval.late`): centred, idf-weighted MaxSim over token vectors,
 computed for embedders that give them and read by a model fitted with it (``RerankModel.late``)."""
-TOPIC = "topic"
-"""The life-topic agreement column (:mod:`memroute.retrieval.topics`): whether the question and the memory are about
-the same part of a person's life, read by a model fitted with it (``RerankModel.topic``)."""
 SPEAKER_KEYS = ("speaker", "author", "name")
 _WHEN = re.compile(r"\bwhen\b|\bwhat (?:time|day|date|year|month)\b|\bhow long ago\b"
                    r"|いつ|何時|何日|何月|何年|언제|몇\s?시|며칠", re.IGNORECASE)
@@ -96,8 +93,8 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class RerankModel:
     """A linear model over :data:`FEATURES`, then :data:`LATE` when ``late`` (a model fitted with the
-    late-interaction column), then :data:`TOPIC` when ``topic``, then, when it has as many weights, each of those
-    times ``small`` and ``small`` (:data:`SMALL_FEATURES`); ``score`` is the logistic probability of being relevant."""
+    late-interaction column), then, when it has as many weights, each of those times ``small`` and ``small``
+    (:data:`SMALL_FEATURES`); ``score`` is the logistic probability of being relevant."""
 
     weights: tuple[float, ...]
     bias: float
@@ -105,39 +102,32 @@ class RerankModel:
     scale: tuple[float, ...]
     fitted_on: str = ""
     late: bool = False
-    topic: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The columns it reads before the small-store ones."""
-        return extra_columns(self.late, self.topic)
+        return (*FEATURES, LATE) if self.late else FEATURES
 
     @property
     def reads_small(self) -> bool:
         """Whether it has weights of its own for small stores (:data:`SMALL_FEATURES`)."""
         return len(self.weights) > len(self.columns)
 
-    def design(self, x: npt.NDArray[np.float64], late: npt.ArrayLike | None = None,
-               topic: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
-        """``x`` (:data:`FEATURES`) with the late-interaction and topic columns when the model reads them. A
-        candidate without a score (missing or NaN: a store written before token vectors were kept, a memory
-        without them or without a vector) gets the column's training mean, so that the column adds nothing to
-        its logit."""
-        given = {LATE: late, TOPIC: topic}
-        cols = [x]
-        for k, name in enumerate(self.columns[len(FEATURES):]):
-            fill = self.mean[len(FEATURES) + k]
-            v = given[name]
-            col = np.full(len(x), fill) if v is None else np.asarray(v, dtype=np.float64).reshape(-1)
-            cols.append(np.where(np.isnan(col), fill, col)[:, None])
-        return np.hstack(cols) if len(cols) > 1 else x
+    def design(self, x: npt.NDArray[np.float64], late: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
+        """``x`` (:data:`FEATURES`) with the late-interaction column when the model reads it. A candidate without
+        a late-interaction score (``late`` missing or NaN: a store written before token vectors were kept, or a
+        memory without them) gets the column's training mean, so that the column adds nothing to its logit."""
+        if not self.late:
+            return x
+        fill = self.mean[len(FEATURES)]
+        col = np.full(len(x), fill) if late is None else np.asarray(late, dtype=np.float64).reshape(-1)
+        return np.hstack([x, np.where(np.isnan(col), fill, col)[:, None]])
 
     def logits(self, x: npt.NDArray[np.float64], small: bool = False,
-               late: npt.ArrayLike | None = None, topic: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
+               late: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
         """``small``: the candidates are a small store's all (the searches ran out of matches); ``late``: the
-        candidates' late-interaction scores (:mod:`memroute.retrieval.late`), read only by a ``late`` model;
-        ``topic``: their life-topic agreement (:mod:`memroute.retrieval.topics`), read only by a ``topic`` one."""
-        x = self.design(x, late, topic)
+        candidates' late-interaction scores (:mod:`memroute.retrieval.late`), read only by a ``late`` model."""
+        x = self.design(x, late)
         if self.reads_small:
             x = with_small(x, small)
         z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
@@ -145,8 +135,8 @@ class RerankModel:
         return out
 
     def score(self, x: npt.NDArray[np.float64], small: bool = False,
-              late: npt.ArrayLike | None = None, topic: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
-        return 1.0 / (1.0 + np.exp(-np.clip(self.logits(x, small, late, topic), -30, 30)))
+              late: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
+        return 1.0 / (1.0 + np.exp(-np.clip(self.logits(x, small, late), -30, 30)))
 
     def to_dict(self) -> dict[str, Any]:
         names = [*self.columns, *small_names(self.columns)] if self.reads_small else list(self.columns)
@@ -157,18 +147,12 @@ class RerankModel:
     def from_dict(cls, data: Mapping[str, Any]) -> RerankModel:
         names = list(data.get("features", ()))
         late = names[len(FEATURES):len(FEATURES) + 1] == [LATE]
-        topic = names[len(FEATURES) + late:len(FEATURES) + late + 1] == [TOPIC]
-        base = list(extra_columns(late, topic))
+        base = [*FEATURES, LATE] if late else list(FEATURES)
         if names not in (base, [*base, *small_names(base)]) or len(data["weights"]) != len(names):
             raise ConfigError("the reranker weights were fitted for other features; refit them with "
                               "`memroute eval recall --data DIR --fit`")
         return cls(tuple(map(float, data["weights"])), float(data["bias"]), tuple(map(float, data["mean"])),
-                   tuple(map(float, data["scale"])), str(data.get("fitted_on", "")), late, topic)
-
-
-def extra_columns(late: bool, topic: bool) -> tuple[str, ...]:
-    """:data:`FEATURES`, then :data:`LATE` and :data:`TOPIC` when a model reads them."""
-    return (*FEATURES, *((LATE,) if late else ()), *((TOPIC,) if topic else ()))
+                   tuple(map(float, data["scale"])), str(data.get("fitted_on", "")), late)
 
 
 def small_names(columns: Sequence[str]) -> tuple[str, ...]:

@@ -20,25 +20,21 @@ Array = npt.NDArray[np.float64]
 
 
 def fit_reranker(x: Array, y: Array, l2: float = 1.0, iterations: int = 50, fitted_on: str = "",
-                 weight: Array | None = None, small: Array | None = None, late: Array | None = None,
-                 topic: Array | None = None) -> RerankModel:
+                 weight: Array | None = None, small: Array | None = None, late: Array | None = None) -> RerankModel:
     """``weight``: one per row (data sets weighed); ``small``: one flag per row (its question's candidates are
     a small store's all): the model then has the small-store columns too; ``late``: one late-interaction score
-    per row (:data:`~memroute.retrieval.rerank.LATE`; NaN where a candidate has none: the column's mean);
-    ``topic``: one life-topic agreement per row (:data:`~memroute.retrieval.rerank.TOPIC`; NaN likewise)."""
+    per row (:data:`~memroute.retrieval.rerank.LATE`; NaN where a candidate has none: the column's mean)."""
     if x.ndim != 2 or x.shape[1] != len(FEATURES) or len(x) != len(y):
         raise InputError(f"training data must be (n, {len(FEATURES)}) features with n labels")
-    for name, extra in (("late-interaction", late), ("topic", topic)):
-        if extra is None:
-            continue
-        col = np.asarray(extra, dtype=np.float64).reshape(-1)
+    if late is not None:
+        col = np.asarray(late, dtype=np.float64).reshape(-1)
         if len(col) != len(x):
-            raise InputError(f"{len(col)} {name} scores for {len(x)} rows")
+            raise InputError(f"{len(col)} late-interaction scores for {len(x)} rows")
         known = col[~np.isnan(col)]
         x = np.hstack([x, np.where(np.isnan(col), known.mean() if len(known) else 0.0, col)[:, None]])
     w, bias, mean, scale = fit_logistic(x if small is None else with_small(x, small), y, l2, iterations, weight)
     return RerankModel(tuple(float(v) for v in w), bias, tuple(float(v) for v in mean),
-                       tuple(float(v) for v in scale), fitted_on, late is not None, topic is not None)
+                       tuple(float(v) for v in scale), fitted_on, late is not None)
 
 
 def fit_logistic(x: Array, y: Array, l2: float = 1.0, iterations: int = 50,
