@@ -208,10 +208,12 @@ def choose_regimes(questions: Sequence[JudgedQuestion], model: JudgeModel) -> tu
                    {q.dataset: np.zeros(6, dtype=np.int64) for q in questions})
     best: tuple[int, Cutoffs, Cutoffs] = (0, single[0], single[0])
     best_value = single[1]
+    seen: set[tuple[bool, ...]] = set()
     for below in POOL_SPLITS:
         small_mask = [n < below for n in pools]
-        if not any(small_mask) or all(small_mask):
-            continue
+        if not any(small_mask) or all(small_mask) or tuple(small_mask) in seen:
+            continue  # one regime, or the same split as a smaller bound's
+        seen.add(tuple(small_mask))
         parts = {flag: (_padded(questions, probs, [m == flag for m in small_mask]),
                         _grid_values([p for p, m in zip(probs, small_mask, strict=True) if m == flag]))
                  for flag in (True, False)}
