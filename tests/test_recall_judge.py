@@ -3,7 +3,6 @@ the real encoder; the judge's fit on synthetic questions whose answer is known."
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from memroute.retrieval.judge_fit import (
     JudgedQuestion,
     add,
     choose_cutoffs,
-    choose_regimes,
     fit_judge,
     select,
     shares,
@@ -194,77 +192,6 @@ def test_a_selection_held_fixed_is_the_free_selections_figure_for_that_set() -> 
 def test_narrowing_the_judge_selection_needs_a_fit_or_loo(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--fit-judge or --loo"):
         evaluate(tmp_path, judge_features=["seed"])
-    with pytest.raises(InputError, match="--fit-judge or --loo"):
-        evaluate(tmp_path, judge_regimes=True)
-
-
-def _by_cosine(high: float, medium: float, relative: float = 0.0) -> JudgeModel:
-    """A judge whose probability is sigmoid(cosine)."""
-    n = len(JUDGE_FEATURES)
-    weights = tuple(1.0 if f == "cosine" else 0.0 for f in JUDGE_FEATURES)
-    return JudgeModel(weights, 0.0, (0.0,) * n, (1.0,) * n, high, medium, relative)
-
-
-def _regime_questions(rng: np.random.Generator, n: int, pool: int, answer: float, other: float,
-                      dataset: str) -> list[JudgedQuestion]:
-    """Five rows of a recall over ``pool`` candidates: an answerable question's answer at cosine ``answer``,
-    everything else (an unanswerable question's best too) near ``other``."""
-    col = {name: j for j, name in enumerate(JUDGE_FEATURES)}
-    out = []
-    for i in range(n):
-        answerable = i % 4 != 0
-        x = np.zeros((5, len(JUDGE_FEATURES)))
-        x[:, col["pool"]] = np.log(pool)
-        x[:, col["cosine"]] = other + rng.normal(0.0, 0.3, 5)
-        y = np.zeros(5)
-        if answerable:
-            x[0, col["cosine"]] = answer + rng.normal(0.0, 0.3)
-            y[0] = 1.0
-        out.append(JudgedQuestion(dataset, x, y, answerable))
-    return out
-
-
-def test_a_judge_of_one_regime_judges_as_before_and_loads_todays_file() -> None:
-    """A judge without ``small_store`` (every file written before regimes) judges every recall by its one pair
-    of cut-offs, and writes the same dict back."""
-    data = judge.judge_for(judge.ANY_ENCODER).to_dict()  # type: ignore[union-attr]
-    model = JudgeModel.from_dict(data)
-    assert "small_store" not in data and model.small_below == 0 and model.to_dict() == data
-    for pool in (1, 5, 12, 50):
-        assert model.cutoffs(pool) == (model.high, model.medium, model.relative)
-
-
-def test_cut_offs_per_store_regime_judge_small_stores_and_long_lists_each_by_their_own() -> None:
-    """Small stores put an answer far above the rest (cosine 2 against 0.5), long chat logs everything low
-    (answer 0 against -2): one pair of cut-offs serves one of them; a pair per regime serves both."""
-    rng = np.random.default_rng(5)
-    train = (_regime_questions(rng, 120, 10, 2.0, 0.5, "small") + _regime_questions(rng, 120, 50, 0.0, -2.0, "long"))
-    one = choose_cutoffs(train, _by_cosine(1, 1))
-    below, small, long = choose_regimes(train, _by_cosine(1, 1))
-    assert 10 < below <= 50 and small[1] > long[0]  # the small stores' medium above the long lists' high
-    two = replace(_by_cosine(*long), small_below=below, small=small)
-    back = JudgeModel.from_dict(two.to_dict())
-    assert back == two and back.cutoffs(10) == small and back.cutoffs(50) == long
-    assert two.level(0.9, 0.9, 10) == "high" and two.level(0.6, 0.9, 10) == "none"
-    assert two.level(0.6, 0.6, 50) != "none"
-    held = (_regime_questions(np.random.default_rng(6), 120, 10, 2.0, 0.5, "small")
-            + _regime_questions(np.random.default_rng(6), 120, 50, 0.0, -2.0, "long"))
-    got = {}
-    for model in (_by_cosine(*one), two):
-        tally: dict[str, list[int]] = {}
-        for q in held:
-            add(tally, q, model.probability(q.x), model)
-        got[model.small_below] = shares(tally)
-    for dataset in ("small", "long"):
-        assert got[below][dataset]["answer_injected"] >= 0.85  # type: ignore[operator]
-        assert got[below][dataset]["precision"] >= 0.8  # type: ignore[operator]
-        assert got[below][dataset]["abstention"] >= 0.9  # type: ignore[operator]
-    # one pair of cut-offs misses a target on one of them (it injects nothing from the long lists, or the
-    # small stores' near misses)
-    assert any((got[0][d][k] or 0.0) < target for d in ("small", "long")
-               for k, target in (("answer_injected", 0.85), ("precision", 0.8), ("abstention", 0.9)))
-    # a training set of one regime keeps one pair of cut-offs
-    assert choose_regimes(train[:120], _by_cosine(1, 1))[0] == 0
 
 
 def test_mean_std_is_numpys_to_the_bit() -> None:

@@ -41,9 +41,6 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    f"fixed; default: all of {', '.join(FEATURE_SETS)})")
     p.add_argument("--judge-l2", nargs="+", type=float, metavar="L2", help="with --fit-judge or --loo: the judge's "
                    f"L2 strengths to choose among (one holds it fixed; default: {' '.join(f'{x:g}' for x in L2S)})")
-    p.add_argument("--judge-regimes", action="store_true", help="with --fit-judge or --loo: fit the judge's cut-offs "
-                   "per store regime (recalls over a small store's whole content, and the others), each on its own "
-                   "grid; default: one pair of cut-offs for every recall")
     p.add_argument("--embedder", default="use-m3", choices=list(EMBEDDERS))
     p.add_argument("--k-per-query", type=int, default=_DEFAULTS.k_per_query)
     p.add_argument("--max-candidates", type=int, default=_DEFAULTS.max_candidates)
@@ -104,8 +101,7 @@ def _eval(args: argparse.Namespace) -> int:
                          rerank=not args.no_rerank)
     result = evaluate(args.data, opts, embedder=args.embedder, loo=args.loo, fit=args.fit, workdir=args.workdir,
                       llm=llm_from(args), limit=args.limit, store_url=args.store, fit_judge=args.fit_judge,
-                      judge_features=args.judge_features, judge_l2=args.judge_l2,
-                      judge_regimes=args.judge_regimes)
+                      judge_features=args.judge_features, judge_l2=args.judge_l2)
     if args.json:
         emit_json(result)
         return 0

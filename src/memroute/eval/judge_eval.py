@@ -64,15 +64,14 @@ def everyday_train(embedder: str, stack: bool = False) -> list[TrainingQuestion]
 
 def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = False, loo: bool = False,
               stack: bool = False, features: Sequence[str] | None = None,
-              l2s: Sequence[float] | None = None, regimes: bool = False) -> dict[str, Any]:
+              l2s: Sequence[float] | None = None) -> dict[str, Any]:
     """The shipped judge's shares on ``locomo``; with ``loo`` also leave-one-conversation-out (refitted with
     the everyday train split), with ``fit`` the judge refitted on everything and written. ``stack``: the
     refitted judges read cross-fitted interaction logits (:func:`memroute.eval.interaction_fit.stacked`;
     the questions carry their interaction rows), and with ``fit`` the interaction model fitted on everything
     is written beside the judge; without, they read the logits the recall traced. ``features`` and ``l2s``
     narrow the selection (:func:`memroute.retrieval.judge_fit.select`; one of each holds it fixed, and the
-    written judge's ``fitted_on`` says so). ``regimes``: every refitted judge's cut-offs per store regime
-    (:func:`memroute.retrieval.judge_fit.choose_regimes`)."""
+    written judge's ``fitted_on`` says so)."""
     model_id = ranking_id(get_embedder(embedder))  # the key its judge is read and written under
     shipped = judge.judge_for(model_id)
     tally: dict[str, list[int]] = {}
@@ -93,7 +92,7 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
     else:
         every, inter_model = [t.judged(None) for t in training], None
     groups = [t.group for t in training]
-    chosen = select(every, groups, features=features, l2s=l2s, regimes=regimes)
+    chosen = select(every, groups, features=features, l2s=l2s)
     use, l2 = FEATURE_SETS[chosen.features], chosen.l2
     out["selection"] = {"features": chosen.features, "l2": l2, "objective": round(chosen.objective, 4),
                         "shares": chosen.shares, "tried": chosen.tried, "interaction": "cross-fitted" if stack
@@ -102,7 +101,7 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
     n = len(locomo)
     for conv in dict.fromkeys(groups[:n]):
         rest = [q for q, g in zip(every[:n], groups[:n], strict=True) if g != conv] + every[n:]
-        model = fit_judge(rest, f"all but {conv}", use, l2, regimes)
+        model = fit_judge(rest, f"all but {conv}", use, l2)
         for q, g in zip(every[:n], groups[:n], strict=True):
             if g == conv:
                 add(held, q, model.probability(q.x), model)
@@ -117,22 +116,17 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
                + f"leave-one-group-out objective {chosen.objective:.3f})")
         if stack:
             how += ", interaction logits cross-fitted"
-        if regimes:
-            how += ", cut-offs per store regime (--judge-regimes)"
-        models = {model_id: fit_judge(every, f"{sets}; embedder {embedder}; {how}; {stamp}", use, l2, regimes)}
+        models = {model_id: fit_judge(every, f"{sets}; embedder {embedder}; {how}; {stamp}", use, l2)}
         if embedder == "use-m3":
             models[judge.ANY_ENCODER] = fit_judge(every, f"{sets}; embedder {embedder}, without the raw cosine; "
                                                   f"{how}; {stamp}",
-                                                  tuple(u and c for u, c in zip(use, COSINE_FREE, strict=True)), l2,
-                                                  regimes)
+                                                  tuple(u and c for u, c in zip(use, COSINE_FREE, strict=True)), l2)
         current = json.loads(JUDGE_PATH.read_text("utf-8")) if JUDGE_PATH.exists() else {}
         encoders = {**current.get("encoders", {}), **{k: m.to_dict() for k, m in models.items()}}
         JUDGE_PATH.write_text(json.dumps({"method": METHOD, "encoders": encoders}, indent=1) + "\n", "utf-8")
         judge.clear_cache()
         out["fitted"] = {"path": str(JUDGE_PATH), "models": sorted(models),
-                         "cutoffs": {k: [m.high, m.medium, m.relative] for k, m in models.items()},
-                         "small_store_cutoffs": {k: {"below": m.small_below, "cutoffs": list(m.small)}
-                                                 for k, m in models.items() if m.small_below}}
+                         "cutoffs": {k: [m.high, m.medium, m.relative] for k, m in models.items()}}
         reads = any(u for u, f in zip(use, JUDGE_FEATURES, strict=True) if f.startswith("interaction"))
         write_interaction(model_id, inter_model if reads else None)
         out["fitted"]["interaction"] = {"path": str(INTERACTION_PATH), "fitted_on": inter_model.fitted_on} \

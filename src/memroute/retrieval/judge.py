@@ -101,11 +101,6 @@ class JudgeModel:
     relative: float = 0.0
     """A candidate under this share of the recall's best probability is ``none`` (store-relative)."""
     fitted_on: str = ""
-    small_below: int = 0
-    """A recall with fewer candidates than this (a small store's whole content) is judged by the cut-offs of
-    :attr:`small`; 0: one regime, every recall judged by ``high`` / ``medium`` / ``relative``."""
-    small: tuple[float, float, float] = (1.0, 1.0, 0.0)
-    """High, medium and relative share of the small-store regime (read only when ``small_below`` > 0)."""
 
     def probability(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
@@ -113,43 +108,25 @@ class JudgeModel:
         out: npt.NDArray[np.float64] = 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
         return out
 
-    def cutoffs(self, pool: int) -> tuple[float, float, float]:
-        """High, medium and relative share for a recall over ``pool`` candidates."""
-        return self.small if pool < self.small_below else (self.high, self.medium, self.relative)
-
-    def level(self, p: float, best: float, pool: int) -> Literal["high", "medium", "none"]:
-        """``p``'s level in a recall over ``pool`` candidates whose best has probability ``best``."""
-        high, medium, relative = self.cutoffs(pool)
-        if p < relative * best:
+    def level(self, p: float, best: float) -> Literal["high", "medium", "none"]:
+        """``p``'s level in a recall whose best candidate has probability ``best``."""
+        if p < self.relative * best:
             return "none"
-        return "high" if p >= high else "medium" if p >= medium else "none"
+        return "high" if p >= self.high else "medium" if p >= self.medium else "none"
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"features": list(JUDGE_FEATURES), "weights": list(self.weights), "bias": self.bias,
-               "mean": list(self.mean), "scale": list(self.scale), "high": self.high, "medium": self.medium,
-               "relative": self.relative, "fitted_on": self.fitted_on}
-        if self.small_below:
-            out["small_store"] = {"below": self.small_below, "high": self.small[0], "medium": self.small[1],
-                                  "relative": self.small[2]}
-        return out
+        return {"features": list(JUDGE_FEATURES), "weights": list(self.weights), "bias": self.bias,
+                "mean": list(self.mean), "scale": list(self.scale), "high": self.high, "medium": self.medium,
+                "relative": self.relative, "fitted_on": self.fitted_on}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JudgeModel:
         if list(data.get("features", ())) != list(JUDGE_FEATURES):
             raise ConfigError("the judge was fitted for other features; refit it with "
                               "`memroute eval recall --data DIR --fit-judge`")
-        small = data.get("small_store")
         return cls(tuple(map(float, data["weights"])), float(data["bias"]), tuple(map(float, data["mean"])),
                    tuple(map(float, data["scale"])), float(data["high"]), float(data["medium"]),
-                   float(data.get("relative", 0.0)), str(data.get("fitted_on", "")),
-                   int(small["below"]) if small else 0,
-                   (float(small["high"]), float(small["medium"]), float(small["relative"])) if small
-                   else (1.0, 1.0, 0.0))
-
-
-def pool_size(x: npt.NDArray[np.float64]) -> int:
-    """The number of candidates of the recall whose :func:`judge_features` rows ``x`` are (its ``pool``)."""
-    return round(math.exp(x[0, JUDGE_FEATURES.index("pool")])) if len(x) else 0
+                   float(data.get("relative", 0.0)), str(data.get("fitted_on", "")))
 
 
 Floats = Sequence[float] | npt.NDArray[np.float64]

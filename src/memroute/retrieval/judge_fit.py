@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from memroute.errors import InputError
 from memroute.retrieval.changes import CONTENDERS
-from memroute.retrieval.judge import JUDGE_FEATURES, JudgeModel, judge_features, pool_size
+from memroute.retrieval.judge import JUDGE_FEATURES, JudgeModel, judge_features
 from memroute.retrieval.rerank_fit import fit_logistic
 from memroute.retrieval.trace import RecallTrace
 
@@ -48,10 +48,6 @@ relative to this recall's other candidates (``rerank_z``, ``rerank_lead``); and 
 features also multiplied by ``few`` (1 / log of the number of candidates), so their weights may differ
 between a small personal store and a long chat log, learned from the data rather than switched; and all of
 these with the interaction model's logit (``interaction``, ``interaction_z``, ``interaction_lead``)."""
-POOL_SPLITS = (16, 24, 32)
-"""Where :func:`choose_regimes` may put the small-store regime's bound (candidates of a recall): between the
-everyday set's stores (8-14 memories, each recall's candidates are the whole store) and a long chat log's
-recall (~50 candidates); the first that does best in sample is kept."""
 L2S = (1.0, 3.0)
 """The L2 strengths :func:`select` chooses from."""
 COSINE_FREE = tuple(f != "cosine" and not f.startswith("interaction") for f in JUDGE_FEATURES)
@@ -94,9 +90,8 @@ def judged_question(trace: RecallTrace, answers: Collection[str], dataset: str, 
 
 
 def fit_judge(questions: Sequence[JudgedQuestion], fitted_on: str, use: Sequence[bool] | None = None,
-              l2: float = 1.0, regimes: bool = False) -> JudgeModel:
-    """The logistic model and its two cut-offs (see the module docstring); ``use`` masks features out;
-    ``regimes``: cut-offs of their own for small stores (:func:`choose_regimes`)."""
+              l2: float = 1.0) -> JudgeModel:
+    """The logistic model and its two cut-offs (see the module docstring); ``use`` masks features out."""
     rows = [(q.dataset, q.x[i], q.y[i]) for q in questions for i in range(len(q.y)) if not np.isnan(q.y[i])]
     if not rows:
         raise InputError("no training candidates to fit the judge on")
@@ -115,12 +110,8 @@ def fit_judge(questions: Sequence[JudgedQuestion], fitted_on: str, use: Sequence
     full_scale[mask] = scale
     model = JudgeModel(tuple(map(float, full_w)), float(bias), tuple(map(float, full_mean)),
                        tuple(map(float, full_scale)), 1.0, 1.0, 0.0, fitted_on)
-    if not regimes:
-        high, medium, relative = choose_cutoffs(questions, model)
-        return JudgeModel(model.weights, model.bias, model.mean, model.scale, high, medium, relative, fitted_on)
-    below, small, (high, medium, relative) = choose_regimes(questions, model)
-    return JudgeModel(model.weights, model.bias, model.mean, model.scale, high, medium, relative, fitted_on,
-                      below, small)
+    high, medium, relative = choose_cutoffs(questions, model)
+    return JudgeModel(model.weights, model.bias, model.mean, model.scale, high, medium, relative, fitted_on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +125,11 @@ class Selection:
 
 
 def select(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: int = 4,
-           features: Sequence[str] | None = None, l2s: Sequence[float] | None = None,
-           regimes: bool = False) -> Selection:
+           features: Sequence[str] | None = None, l2s: Sequence[float] | None = None) -> Selection:
     """The feature set (:data:`FEATURE_SETS`) and L2 strength (:data:`L2S`) whose judge, refitted without
     each group (an everyday store, a LoCoMo conversation) and scored on it, comes closest to the targets
     (:func:`_objective`). A data set with a single group is split into ``folds`` by position. ``features`` and
-    ``l2s`` narrow the choice (one of each holds the selection fixed: its held-out figures are still computed);
-    ``regimes``: each refitted judge's cut-offs per store regime (:func:`choose_regimes`)."""
+    ``l2s`` narrow the choice (one of each holds the selection fixed: its held-out figures are still computed)."""
     unknown = sorted(set(features or ()) - set(FEATURE_SETS))
     if unknown:
         raise InputError(f"unknown judge feature set(s) {', '.join(unknown)}; known: {', '.join(FEATURE_SETS)}")
@@ -155,8 +144,7 @@ def select(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: in
         for l2 in l2s if l2s is not None else L2S:
             tally: dict[str, list[int]] = {}
             for key in dict.fromkeys(keys):
-                model = fit_judge([q for q, k in zip(questions, keys, strict=True) if k != key], "", use, l2,
-                                  regimes)
+                model = fit_judge([q for q, k in zip(questions, keys, strict=True) if k != key], "", use, l2)
                 for q, k in zip(questions, keys, strict=True):
                     if k == key:
                         add(tally, q, model.probability(q.x) if len(q.y) else np.zeros(0), model)
@@ -186,81 +174,24 @@ def _folds(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: in
     return out
 
 
-Cutoffs = tuple[float, float, float]
-
-
-def choose_cutoffs(questions: Sequence[JudgedQuestion], model: JudgeModel) -> Cutoffs:
+def choose_cutoffs(questions: Sequence[JudgedQuestion], model: JudgeModel) -> tuple[float, float, float]:
     """The high and medium cut-offs and the relative share (see :class:`~memroute.retrieval.judge.JudgeModel`)."""
     probs = [model.probability(q.x) if len(q.y) else np.zeros(0) for q in questions]
-    sets = _padded(questions, probs, [True] * len(questions))
-    return _grid(sets, _grid_values(probs), {d: np.zeros(6, dtype=np.int64) for d in sets})[0]
-
-
-def choose_regimes(questions: Sequence[JudgedQuestion], model: JudgeModel) -> tuple[int, Cutoffs, Cutoffs]:
-    """``(below, small, long)``: cut-offs for recalls over fewer than ``below`` candidates (a small store's
-    whole content) and for the others, each regime on its own grid of its own probabilities, by the objective
-    over every training question (coordinate ascent from the single pair of :func:`choose_cutoffs`, each
-    regime's grid searched with the other's held, until neither moves); ``below`` from :data:`POOL_SPLITS`.
-    ``(0, long, long)`` (one regime) when no split does better in sample."""
-    probs = [model.probability(q.x) if len(q.y) else np.zeros(0) for q in questions]
-    pools = [pool_size(q.x) for q in questions]
-    single = _grid(_padded(questions, probs, [True] * len(questions)), _grid_values(probs),
-                   {q.dataset: np.zeros(6, dtype=np.int64) for q in questions})
-    best: tuple[int, Cutoffs, Cutoffs] = (0, single[0], single[0])
-    best_value = single[1]
-    seen: set[tuple[bool, ...]] = set()
-    for below in POOL_SPLITS:
-        small_mask = [n < below for n in pools]
-        if not any(small_mask) or all(small_mask) or tuple(small_mask) in seen:
-            continue  # one regime, or the same split as a smaller bound's
-        seen.add(tuple(small_mask))
-        parts = {flag: (_padded(questions, probs, [m == flag for m in small_mask]),
-                        _grid_values([p for p, m in zip(probs, small_mask, strict=True) if m == flag]))
-                 for flag in (True, False)}
-        cut = {True: single[0], False: single[0]}
-        value = single[1]
-        for _ in range(3):
-            moved = False
-            for flag in (True, False):
-                held = {d: padded.counts(*cut[not flag]) for d, padded in parts[not flag][0].items()}
-                got, got_value = _grid(parts[flag][0], parts[flag][1], held)
-                if got_value > value + 1e-9:
-                    cut[flag], value, moved = got, got_value, True
-            if not moved:
-                break
-        if value > best_value + 1e-9:
-            best, best_value = (below, cut[True], cut[False]), value
-    return best
-
-
-def _grid_values(probs: Sequence[npt.NDArray[np.float64]]) -> list[float]:
     every = np.concatenate([p for p in probs if len(p)]) if any(len(p) for p in probs) else np.zeros(1)
-    return sorted({round(float(v), 4) for v in np.quantile(every, np.linspace(0.3, 0.995, 60))})
-
-
-def _padded(questions: Sequence[JudgedQuestion], probs: Sequence[npt.NDArray[np.float64]],
-            keep: Sequence[bool]) -> dict[str, _Padded]:
-    """Each data set's kept questions, padded (every data set present, possibly empty)."""
-    return {d: _Padded([q for q, k in zip(questions, keep, strict=True) if k and q.dataset == d],
-                       [p for q, p, k in zip(questions, probs, keep, strict=True) if k and q.dataset == d])
+    grid = sorted({round(float(v), 4) for v in np.quantile(every, np.linspace(0.3, 0.995, 60))})
+    sets = {d: _Padded([q for q in questions if q.dataset == d],
+                       [p for q, p in zip(questions, probs, strict=True) if q.dataset == d])
             for d in dict.fromkeys(q.dataset for q in questions)}
-
-
-def _grid(sets: dict[str, _Padded], grid: Sequence[float],
-          held: dict[str, npt.NDArray[np.int64]]) -> tuple[Cutoffs, float]:
-    """The cut-offs over ``grid`` (and :data:`RELATIVE_GRID`) for ``sets`` with the best objective, the
-    counts of ``held`` (another regime's questions, judged by its own cut-offs) added to each data set's."""
     best, best_value = (1.0, 1.0, 0.0), -1.0
     for rel in RELATIVE_GRID:
         for hi in grid:
             for med in grid:
                 if med > hi:
                     break
-                value = _objective({d: _from_counts(padded.counts(hi, med, rel) + held[d])
-                                    for d, padded in sets.items()})
+                value = _objective({d: padded.shares(hi, med, rel) for d, padded in sets.items()})
                 if value > best_value + 1e-9:
                     best, best_value = (hi, med, rel), value
-    return best, best_value
+    return best
 
 
 class _Padded:
@@ -275,26 +206,18 @@ class _Padded:
             self.y[i, : len(q.y)] = q.y
         self.answerable = np.array([q.answerable for q in questions], dtype=bool)
 
-    def counts(self, hi: float, med: float, rel: float) -> npt.NDArray[np.int64]:
-        """Answerable questions answered, answerable, injected memories that answer, injected (labelled),
-        unanswerable questions with nothing injected, unanswerable."""
-        if not len(self.p):
-            return np.zeros(6, dtype=np.int64)
+    def shares(self, hi: float, med: float, rel: float) -> dict[str, float | None]:
         p = np.where(self.p >= rel * self.p.max(axis=1, keepdims=True), self.p, -1.0)
         n_high = (p >= hi).sum(axis=1)
         n_med = ((p >= med) & (p < hi)).sum(axis=1)
         chosen = (p >= med) & ((n_high >= 1) | (n_med >= 2))[:, None]
         good = chosen & (self.y == 1)
+        counted = int((chosen & ~np.isnan(self.y)).sum())
         unanswerable = ~self.answerable
-        return np.array([good.any(axis=1)[self.answerable].sum(), self.answerable.sum(), good.sum(),
-                         (chosen & ~np.isnan(self.y)).sum(), (~chosen.any(axis=1))[unanswerable].sum(),
-                         unanswerable.sum()], dtype=np.int64)
-
-
-def _from_counts(c: npt.NDArray[np.int64]) -> dict[str, float | None]:
-    return {"answer_injected": int(c[0]) / int(c[1]) if c[1] else None,
-            "precision": int(c[2]) / int(c[3]) if c[3] else None,
-            "abstention": int(c[4]) / int(c[5]) if c[5] else None}
+        return {"answer_injected": float(good.any(axis=1)[self.answerable].mean()) if self.answerable.any()
+                else None,
+                "precision": float(good.sum()) / counted if counted else None,
+                "abstention": float((~chosen.any(axis=1))[unanswerable].mean()) if unanswerable.any() else None}
 
 
 def _objective(shares: dict[str, dict[str, float | None]]) -> float:
@@ -308,9 +231,9 @@ def _objective(shares: dict[str, dict[str, float | None]]) -> float:
 
 def add(tally: dict[str, list[int]], q: JudgedQuestion, p: npt.NDArray[np.float64], model: JudgeModel) -> None:
     """Count one question judged by ``model`` into ``tally`` (per data set)."""
-    hi, med, rel = model.cutoffs(pool_size(q.x))
+    hi, med = model.high, model.medium
     if len(p):
-        p = np.where(p >= rel * p.max(), p, -1.0)
+        p = np.where(p >= model.relative * p.max(), p, -1.0)
     # answered, answerable, good, injected, quiet, unanswerable, answer among the first, answered of those
     t = tally.setdefault(q.dataset, [0] * 8)
     n_high = int((p >= hi).sum())

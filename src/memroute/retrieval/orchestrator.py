@@ -281,8 +281,8 @@ def recall_steps(embedder: Embedder, text: str, *, owner: str,
         matched = [k for k, forms in keyword_forms.items() if forms and all(f in body for f in forms)]
         score = prob[j] if prob is not None else c.fused
         if judge_p is not None and judge_model is not None:
-            level = decide.with_reference(judge_model.level(judge_p[j], best, len(candidates)),
-                                          fdict["reference_overlap"], rank == 0)
+            level = decide.with_reference(judge_model.level(judge_p[j], best), fdict["reference_overlap"],
+                                          rank == 0)
         else:
             level = decide.relevance(score, c.cosine, fdict["keyword_overlap"], probs is not None,
                                      fdict["reference_overlap"], top=rank == 0)
