@@ -1,5 +1,5 @@
 """The judge's held-out trade-off on training data, to tell a ranking change from a cut-off that moved
-(docs/benchmarks.md, everyday recall, "Nineteenth pass (b)").
+(docs/benchmarks.md, everyday recall, "Twentieth pass").
 
 ``keep`` runs ``memroute eval recall ARGS`` (give it ``--fit-judge`` or ``--loo``, and run it on a copy of ``src``:
 ``--fit-judge`` writes the judge) and keeps the judge's training questions and their groups in ``OUT.pkl``.
