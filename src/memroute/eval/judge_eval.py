@@ -93,7 +93,7 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
     else:
         every, inter_model = [t.judged(None) for t in training], None
     groups = [t.group for t in training]
-    chosen = select(every, groups, features=features, l2s=l2s, cutoffs=cutoffs)
+    chosen = select(every, groups, features=features, l2s=l2s)
     use, l2 = FEATURE_SETS[chosen.features], chosen.l2
     out["selection"] = {"features": chosen.features, "l2": l2, "objective": round(chosen.objective, 4),
                         "shares": chosen.shares, "tried": chosen.tried, "interaction": "cross-fitted" if stack

@@ -132,14 +132,11 @@ class Selection:
 
 
 def select(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: int = 4,
-           features: Sequence[str] | None = None, l2s: Sequence[float] | None = None,
-           cutoffs: str = "targets") -> Selection:
+           features: Sequence[str] | None = None, l2s: Sequence[float] | None = None) -> Selection:
     """The feature set (:data:`FEATURE_SETS`) and L2 strength (:data:`L2S`) whose judge, refitted without
     each group (an everyday store, a LoCoMo conversation) and scored on it, comes closest to the targets
     (:func:`_objective`). A data set with a single group is split into ``folds`` by position. ``features`` and
-    ``l2s`` narrow the choice (one of each holds the selection fixed: its held-out figures are still computed);
-    ``cutoffs``: how each fold's judge chooses its cut-offs (:data:`CUTOFF_RULES`; the choice is still scored by
-    :func:`_objective`)."""
+    ``l2s`` narrow the choice (one of each holds the selection fixed: its held-out figures are still computed)."""
     unknown = sorted(set(features or ()) - set(FEATURE_SETS))
     if unknown:
         raise InputError(f"unknown judge feature set(s) {', '.join(unknown)}; known: {', '.join(FEATURE_SETS)}")
@@ -154,8 +151,7 @@ def select(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: in
         for l2 in l2s if l2s is not None else L2S:
             tally: dict[str, list[int]] = {}
             for key in dict.fromkeys(keys):
-                model = fit_judge([q for q, k in zip(questions, keys, strict=True) if k != key], "", use, l2,
-                                  cutoffs)
+                model = fit_judge([q for q, k in zip(questions, keys, strict=True) if k != key], "", use, l2)
                 for q, k in zip(questions, keys, strict=True):
                     if k == key:
                         add(tally, q, model.probability(q.x) if len(q.y) else np.zeros(0), model)
