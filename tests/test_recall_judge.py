@@ -18,7 +18,6 @@ from memroute.retrieval.constraints import promote, request_need
 from memroute.retrieval.judge import JUDGE_FEATURES, JudgeModel, judge_features
 from memroute.retrieval.judge_fit import (
     FEATURE_SETS,
-    FLOORS,
     L2S,
     JudgedQuestion,
     add,
@@ -158,45 +157,6 @@ def test_the_fit_chooses_cut_offs_that_inject_answers_and_abstain_otherwise() ->
     assert got["abstention"] is not None and got["abstention"] >= 0.9
     lowest = float(min(model.probability(q.x).min() for q in train))
     assert choose_cutoffs(train, model)[:2] != (lowest, lowest)  # not "inject everything"
-
-
-def _mixed(rng: np.random.Generator, n: int, dataset: str, unanswerable_every: int, signal: float,
-           noise: float) -> list[JudgedQuestion]:
-    """Like :func:`_questions` with the separation as a parameter: ``unanswerable_every`` 0 gives a set with no
-    unanswerable question (as LoCoMo), whose abstention the targets cannot weigh against its precision."""
-    col = {name: j for j, name in enumerate(JUDGE_FEATURES)}
-    out = []
-    for i in range(n):
-        answerable = not (unanswerable_every and i % unanswerable_every == 0)
-        x = rng.normal(0.0, noise, (5, len(JUDGE_FEATURES)))
-        y = np.zeros(5)
-        if answerable:
-            k = 0 if rng.random() < 0.6 else int(rng.integers(1, 5))
-            x[k, col["cosine_z"]] += signal
-            y[k] = 1.0
-        out.append(JudgedQuestion(dataset, x, y, answerable))
-    return out
-
-
-def test_the_floors_rule_keeps_each_sets_precision_where_the_targets_trade_it_for_injection() -> None:
-    rng = np.random.default_rng(0)
-    train = _mixed(rng, 200, "long", 0, 1.0, 1.0) + _mixed(rng, 100, "small", 4, 3.0, 0.5)
-    got = {}
-    for rule in ("targets", "floors"):
-        model = fit_judge(train, "synthetic", cutoffs=rule)
-        tally: dict[str, list[int]] = {}
-        for q in train:
-            add(tally, q, model.probability(q.x), model)
-        got[rule] = shares(tally)
-    # the summed targets let the set without unanswerable questions fall under the precision floor ...
-    assert got["targets"]["long"]["precision"] < FLOORS["precision"]
-    # ... the floors keep it, on each set, with the small set's abstention, and still inject
-    for d in ("long", "small"):
-        assert got["floors"][d]["precision"] >= FLOORS["precision"]
-    assert got["floors"]["small"]["abstention"] >= FLOORS["abstention"]
-    assert got["floors"]["small"]["answer_injected"] > 0.5 and got["floors"]["long"]["answer_injected"] > 0
-    with pytest.raises(InputError, match="cut-off rule"):
-        fit_judge(train, "synthetic", cutoffs="closest")
 
 
 def test_the_selection_scores_every_feature_set_on_groups_it_did_not_fit() -> None:

@@ -10,7 +10,7 @@ from memroute.cli.common import add_common, add_llm_options, emit_json, llm_from
 from memroute.embed import EMBEDDERS
 from memroute.memory import Memory
 from memroute.retrieval import RecallOptions, Strategy
-from memroute.retrieval.judge_fit import CUTOFF_RULES, FEATURE_SETS, L2S
+from memroute.retrieval.judge_fit import FEATURE_SETS, L2S
 
 _DEFAULTS = RecallOptions()
 
@@ -41,9 +41,6 @@ def register(sub: Any, groups: dict[str, Any]) -> None:
                    f"fixed; default: all of {', '.join(FEATURE_SETS)})")
     p.add_argument("--judge-l2", nargs="+", type=float, metavar="L2", help="with --fit-judge or --loo: the judge's "
                    f"L2 strengths to choose among (one holds it fixed; default: {' '.join(f'{x:g}' for x in L2S)})")
-    p.add_argument("--judge-cutoffs", choices=list(CUTOFF_RULES), default="targets", help="with --fit-judge or "
-                   "--loo: how the judge's cut-offs are chosen (targets: closest to the targets, summed over the "
-                   "data sets; floors: the most injection with precision >= 0.80 on each set and abstention >= 0.90)")
     p.add_argument("--embedder", default="use-m3", choices=list(EMBEDDERS))
     p.add_argument("--k-per-query", type=int, default=_DEFAULTS.k_per_query)
     p.add_argument("--max-candidates", type=int, default=_DEFAULTS.max_candidates)
@@ -104,8 +101,7 @@ def _eval(args: argparse.Namespace) -> int:
                          rerank=not args.no_rerank)
     result = evaluate(args.data, opts, embedder=args.embedder, loo=args.loo, fit=args.fit, workdir=args.workdir,
                       llm=llm_from(args), limit=args.limit, store_url=args.store, fit_judge=args.fit_judge,
-                      judge_features=args.judge_features, judge_l2=args.judge_l2,
-                      judge_cutoffs=args.judge_cutoffs)
+                      judge_features=args.judge_features, judge_l2=args.judge_l2)
     if args.json:
         emit_json(result)
         return 0

@@ -64,15 +64,14 @@ def everyday_train(embedder: str, stack: bool = False) -> list[TrainingQuestion]
 
 def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = False, loo: bool = False,
               stack: bool = False, features: Sequence[str] | None = None,
-              l2s: Sequence[float] | None = None, cutoffs: str = "targets") -> dict[str, Any]:
+              l2s: Sequence[float] | None = None) -> dict[str, Any]:
     """The shipped judge's shares on ``locomo``; with ``loo`` also leave-one-conversation-out (refitted with
     the everyday train split), with ``fit`` the judge refitted on everything and written. ``stack``: the
     refitted judges read cross-fitted interaction logits (:func:`memroute.eval.interaction_fit.stacked`;
     the questions carry their interaction rows), and with ``fit`` the interaction model fitted on everything
     is written beside the judge; without, they read the logits the recall traced. ``features`` and ``l2s``
     narrow the selection (:func:`memroute.retrieval.judge_fit.select`; one of each holds it fixed, and the
-    written judge's ``fitted_on`` says so). ``cutoffs``: how the refitted judges' cut-offs are chosen
-    (:data:`memroute.retrieval.judge_fit.CUTOFF_RULES`)."""
+    written judge's ``fitted_on`` says so)."""
     model_id = ranking_id(get_embedder(embedder))  # the key its judge is read and written under
     shipped = judge.judge_for(model_id)
     tally: dict[str, list[int]] = {}
@@ -102,7 +101,7 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
     n = len(locomo)
     for conv in dict.fromkeys(groups[:n]):
         rest = [q for q, g in zip(every[:n], groups[:n], strict=True) if g != conv] + every[n:]
-        model = fit_judge(rest, f"all but {conv}", use, l2, cutoffs)
+        model = fit_judge(rest, f"all but {conv}", use, l2)
         for q, g in zip(every[:n], groups[:n], strict=True):
             if g == conv:
                 add(held, q, model.probability(q.x), model)
@@ -111,19 +110,17 @@ def injection(locomo: Sequence[TrainingQuestion], embedder: str, fit: bool = Fal
     if fit:
         narrowed = "; ".join(part for part in (
             f"--judge-features {' '.join(features)}" if features is not None else "",
-            f"--judge-l2 {' '.join(f'{x:g}' for x in l2s)}" if l2s is not None else "",
-            f"--judge-cutoffs {cutoffs}" if cutoffs != "targets" else "") if part)
+            f"--judge-l2 {' '.join(f'{x:g}' for x in l2s)}" if l2s is not None else "") if part)
         how = (f"features {chosen.features!r}, L2 {l2:g} ("
                + (f"selection narrowed by {narrowed}; " if narrowed else "")
                + f"leave-one-group-out objective {chosen.objective:.3f})")
         if stack:
             how += ", interaction logits cross-fitted"
-        models = {model_id: fit_judge(every, f"{sets}; embedder {embedder}; {how}; {stamp}", use, l2, cutoffs)}
+        models = {model_id: fit_judge(every, f"{sets}; embedder {embedder}; {how}; {stamp}", use, l2)}
         if embedder == "use-m3":
             models[judge.ANY_ENCODER] = fit_judge(every, f"{sets}; embedder {embedder}, without the raw cosine; "
                                                   f"{how}; {stamp}",
-                                                  tuple(u and c for u, c in zip(use, COSINE_FREE, strict=True)), l2,
-                                                  cutoffs)
+                                                  tuple(u and c for u, c in zip(use, COSINE_FREE, strict=True)), l2)
         current = json.loads(JUDGE_PATH.read_text("utf-8")) if JUDGE_PATH.exists() else {}
         encoders = {**current.get("encoders", {}), **{k: m.to_dict() for k, m in models.items()}}
         JUDGE_PATH.write_text(json.dumps({"method": METHOD, "encoders": encoders}, indent=1) + "\n", "utf-8")

@@ -278,7 +278,7 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
              l2: float | None = None, llm: LlmAssistant | None = None, limit: int | None = None,
              store_url: str | None = None, fit_judge: bool = False,
              weights_path: Path = WEIGHTS_PATH, judge_features: Sequence[str] | None = None,
-             judge_l2: Sequence[float] | None = None, judge_cutoffs: str = "targets") -> dict[str, Any]:
+             judge_l2: Sequence[float] | None = None) -> dict[str, Any]:
     """``limit``: only the first ``limit`` questions (in file order), e.g. to bound the cost of an LLM run.
     ``store_url``: a PostgreSQL database holding the conversations (a schema each) instead of SQLite files.
     ``fit_judge``: refit the relevance judge of this embedder (LoCoMo with the everyday set's train split)
@@ -286,12 +286,10 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
     ``weights_path``: the reranker weights file ``fit`` writes this embedder's entry into (the package's).
     ``l2``: the reranker's L2 strength (default: the embedder's :data:`FIT_SETTINGS`).
     ``judge_features`` / ``judge_l2``: the judge's feature sets and L2 strengths the selection of ``fit_judge``
-    and ``loo`` chooses among (one of each holds it fixed; default: all of them). ``judge_cutoffs``: how the
-    refitted judges' cut-offs are chosen (:data:`memroute.retrieval.judge_fit.CUTOFF_RULES`)."""
+    and ``loo`` chooses among (one of each holds it fixed; default: all of them)."""
     options = options or RecallOptions()
-    if (judge_features is not None or judge_l2 is not None or judge_cutoffs != "targets") and not (fit_judge or loo):
-        raise InputError("--judge-features, --judge-l2 and --judge-cutoffs shape the judge's fit: give --fit-judge "
-                         "or --loo")
+    if (judge_features is not None or judge_l2 is not None) and not (fit_judge or loo):
+        raise InputError("--judge-features and --judge-l2 narrow the judge's selection: give --fit-judge or --loo")
     if fit and fit_judge:
         raise InputError("run --fit first and --fit-judge after it: the judge reads the reranker's logits, and "
                          "this run's recalls used the reranker shipped before it")
@@ -375,7 +373,7 @@ def evaluate(data_dir: str | Path, options: RecallOptions | None = None, embedde
     judged = [r.judged for r in runs if options.rerank]
     if judged:
         result["injection"] = judge_eval.injection(judged, embedder, fit_judge, loo=loo or fit_judge, stack=stack,
-                                                   features=judge_features, l2s=judge_l2, cutoffs=judge_cutoffs)
+                                                   features=judge_features, l2s=judge_l2)
     if fit:
         _, y = training_rows(runs)
         with_everyday = (f" and everyday train ({len(everyday)} questions, a share of {settings.everyday_share:g} of "

@@ -13,8 +13,7 @@ of issue 21 (:data:`TARGETS`), summed over the data sets. For each share that a 
 (answerable questions whose answer is injected; injected memories that answer; unanswerable questions
 with nothing injected) the objective counts the share up to its target and no further (a share above
 its target buys nothing another one lost), plus a twentieth of the plain mean to break ties; seed
-001's rule decides injection (one high, or two medium). With ``cutoffs="floors"`` (:data:`CUTOFF_RULES`) the
-triple is chosen instead by the most injection under floors (:data:`FLOORS`, :func:`_floored`).
+001's rule decides injection (one high, or two medium).
 
 :func:`select` chooses the feature set (:data:`FEATURE_SETS`) and the L2 strength (:data:`L2S`) by
 the same objective, each everyday store and each LoCoMo conversation held out in turn.
@@ -36,11 +35,6 @@ from memroute.retrieval.trace import RecallTrace
 
 TARGETS = {"answer_injected": 0.85, "precision": 0.80, "abstention": 0.90}
 """The shares the cut-offs aim at (issue 21): a share counts up to its target in the objective."""
-FLOORS = {"precision": 0.80, "abstention": 0.90}
-"""The floors of the ``floors`` cut-off rule, on each data set that can measure the share."""
-CUTOFF_RULES = ("targets", "floors")
-"""How :func:`choose_cutoffs` chooses: ``targets``, the objective of the module docstring (the judges shipped
-so far); ``floors``, the most injection with every set's precision and abstention at their floors."""
 RELATIVE_GRID = (0.0, 0.3, 0.5, 0.7, 0.85)
 """The relative shares the fit tries."""
 FEATURE_SETS = {
@@ -96,9 +90,8 @@ def judged_question(trace: RecallTrace, answers: Collection[str], dataset: str, 
 
 
 def fit_judge(questions: Sequence[JudgedQuestion], fitted_on: str, use: Sequence[bool] | None = None,
-              l2: float = 1.0, cutoffs: str = "targets") -> JudgeModel:
-    """The logistic model and its two cut-offs (see the module docstring); ``use`` masks features out;
-    ``cutoffs``: how they are chosen (:data:`CUTOFF_RULES`)."""
+              l2: float = 1.0) -> JudgeModel:
+    """The logistic model and its two cut-offs (see the module docstring); ``use`` masks features out."""
     rows = [(q.dataset, q.x[i], q.y[i]) for q in questions for i in range(len(q.y)) if not np.isnan(q.y[i])]
     if not rows:
         raise InputError("no training candidates to fit the judge on")
@@ -117,7 +110,7 @@ def fit_judge(questions: Sequence[JudgedQuestion], fitted_on: str, use: Sequence
     full_scale[mask] = scale
     model = JudgeModel(tuple(map(float, full_w)), float(bias), tuple(map(float, full_mean)),
                        tuple(map(float, full_scale)), 1.0, 1.0, 0.0, fitted_on)
-    high, medium, relative = choose_cutoffs(questions, model, cutoffs)
+    high, medium, relative = choose_cutoffs(questions, model)
     return JudgeModel(model.weights, model.bias, model.mean, model.scale, high, medium, relative, fitted_on)
 
 
@@ -181,26 +174,21 @@ def _folds(questions: Sequence[JudgedQuestion], groups: Sequence[str], folds: in
     return out
 
 
-def choose_cutoffs(questions: Sequence[JudgedQuestion], model: JudgeModel,
-                   rule: str = "targets") -> tuple[float, float, float]:
-    """The high and medium cut-offs and the relative share (see :class:`~memroute.retrieval.judge.JudgeModel`),
-    chosen by ``rule`` (:data:`CUTOFF_RULES`)."""
-    if rule not in CUTOFF_RULES:
-        raise InputError(f"unknown cut-off rule {rule!r}: expected one of {', '.join(CUTOFF_RULES)}")
-    score = _objective if rule == "targets" else _floored
+def choose_cutoffs(questions: Sequence[JudgedQuestion], model: JudgeModel) -> tuple[float, float, float]:
+    """The high and medium cut-offs and the relative share (see :class:`~memroute.retrieval.judge.JudgeModel`)."""
     probs = [model.probability(q.x) if len(q.y) else np.zeros(0) for q in questions]
     every = np.concatenate([p for p in probs if len(p)]) if any(len(p) for p in probs) else np.zeros(1)
     grid = sorted({round(float(v), 4) for v in np.quantile(every, np.linspace(0.3, 0.995, 60))})
     sets = {d: _Padded([q for q in questions if q.dataset == d],
                        [p for q, p in zip(questions, probs, strict=True) if q.dataset == d])
             for d in dict.fromkeys(q.dataset for q in questions)}
-    best, best_value = (1.0, 1.0, 0.0), -np.inf
+    best, best_value = (1.0, 1.0, 0.0), -1.0
     for rel in RELATIVE_GRID:
         for hi in grid:
             for med in grid:
                 if med > hi:
                     break
-                value = score({d: padded.shares(hi, med, rel) for d, padded in sets.items()})
+                value = _objective({d: padded.shares(hi, med, rel) for d, padded in sets.items()})
                 if value > best_value + 1e-9:
                     best, best_value = (hi, med, rel), value
     return best
@@ -239,22 +227,6 @@ def _objective(shares: dict[str, dict[str, float | None]]) -> float:
         if values:
             total += (sum(min(v, TARGETS[k]) for k, v in values.items()) + sum(values.values()) / 20) / len(values)
     return total
-
-
-def _floored(shares: dict[str, dict[str, float | None]]) -> float:
-    """The ``floors`` rule's value (higher is better). A triple that keeps every floor (:data:`FLOORS`, on each
-    set that measures the share; a set that injects nothing has no precision to fall short) scores the mean
-    over the sets of the answer-injected share, plus a millionth of the plain mean of every share to break
-    ties. One that does not scores ``-1 - shortfall``, the shortfall being the sum over sets and floored shares
-    of ``max(0, floor - share)`` (so the least total shortfall wins, then the most injection, by a millionth)."""
-    injected = [v for s in shares.values() if (v := s.get("answer_injected")) is not None]
-    every = [v for s in shares.values() for v in s.values() if v is not None]
-    shortfall = sum(max(0.0, floor - v) for s in shares.values() for k, floor in FLOORS.items()
-                    if (v := s.get(k)) is not None)
-    injection = sum(injected) / len(injected) if injected else 0.0
-    if shortfall > 1e-12:
-        return -1.0 - shortfall + (injection + (sum(every) / len(every) if every else 0.0)) / 1e6
-    return injection + (sum(every) / len(every) if every else 0.0) / 1e6
 
 
 def add(tally: dict[str, list[int]], q: JudgedQuestion, p: npt.NDArray[np.float64], model: JudgeModel) -> None:
