@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import pickle
 from dataclasses import replace
@@ -86,55 +85,23 @@ def two_rules(base: Any, jk: Any):  # type: ignore[no-untyped-def]
 
 def replay(rule: Any, obs: Any, index: dict[str, int], floor: float) -> tuple[float, float, int, int]:
     """(all, switch_new, right, total): ``training.replay`` with the parameters chosen per turn."""
-    from memroute.routing.policy import user_step
+    from memroute.routing.training import replay_counts
 
-    right = total = sw_right = sw_total = 0
-    for dialogue in obs:
-        current = evidence = prev = None
-        for o in dialogue:
-            if o.scores is not None:
-                if evidence is not None and o.delta is not None:
-                    evidence = (evidence + o.delta).astype(np.float32)
-                step = user_step(rule(o.features), o.scores, o.allowed, current, evidence, o.features, floor)
-                current, evidence = step.current, step.evidence
-            if not o.gold:
-                continue
-            pred = current if current is not None else -1
-            right += any(index.get(g) == pred for g in o.gold)
-            total += 1
-            if prev is not None and o.gold - prev:
-                sw_total += 1
-                sw_right += any(index.get(g) == pred for g in o.gold - prev)
-            prev = o.gold
+    right, total, sw_right, sw_total = replay_counts(rule, obs, index, floor)
     return right / max(total, 1), sw_right / max(sw_total, 1), right, total
 
 
-def rows(obs: Any, index: dict[str, int], floor: float, length_cap: int) -> tuple[np.ndarray, np.ndarray]:
-    """Teacher-forced decisions on ja/ko turns (``training._rule_rows`` with ``new_request``)."""
-    from memroute.routing.policy import normalised
+def rows(obs: Any, index: dict[str, int], floor: float, params: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Teacher-forced decisions on ja/ko turns: ``training``'s rule rows with ``new_request`` before the bias."""
+    from memroute.routing.training import rule_features, teacher_forced
 
     xs, ys = [], []
-    for dialogue in obs:
-        prev = None
-        for o in dialogue:
-            if (o.scores is not None and o.gold and prev and o.features.ja_ko
-                    and not o.features.cues.closing):
-                c = index[(sorted(prev & o.gold) or sorted(prev))[0]]
-                b = int(np.argmax(np.where(o.allowed, o.scores, -np.inf)))
-                gold = {index[g] for g in o.gold}
-                new = {index[g] for g in o.gold - prev}
-                if b != c and o.allowed[c]:
-                    y = 1.0 if b in new or (b in gold and c not in gold) else 0.0 if c in gold else None
-                    if y is not None:
-                        f, cues = o.features, o.features.cues
-                        z = normalised(o.scores, floor)
-                        xs.append([float(o.scores[b] - o.scores[c]) / floor, float(z[b]),
-                                   math.log1p(min(f.words, length_cap)), float(cues.request), float(cues.also),
-                                   float(cues.another), float(cues.assistant_done), float(cues.switch),
-                                   float(f.question), float(f.follow_up), float(cues.new_request), 1.0])
-                        ys.append(y)
-            if o.gold:
-                prev = o.gold
+    for o, b, c, y in teacher_forced(obs, index):
+        assert o.features is not None  # a decided turn was scored
+        if o.features.ja_ko:
+            *weighed, one = rule_features(params, o, b, c, floor)
+            xs.append([*weighed, float(o.features.cues.new_request), one])
+            ys.append(y)
     return np.array(xs, dtype=np.float64).reshape(-1, len(FEATURES)), np.array(ys, dtype=np.float64)
 
 
@@ -147,7 +114,7 @@ def fit(config: dict[str, Any], train: dict[str, tuple[Any, dict[str, int], floa
     w0 = np.array([getattr(base, n) for n in FEATURES[:-1]] + [base.bias + base.ja_ko_bias])
     xs, ys, sws = [], [], []
     for obs, index, floor in train.values():
-        x, y = rows(obs, index, floor, base.length_cap)
+        x, y = rows(obs, index, floor, base)
         xs.append(x)
         ys.append(y)
         sws.append(np.full(len(y), 1.0 / max(len(y), 1)))

@@ -140,7 +140,7 @@ def decisions(rec: dict[str, Any]) -> dict[str, float]:
     from memroute.routing.policy import PolicyParams
 
     p = PolicyParams()
-    x, y = rows(rec["obs"], rec["index"], rec["floor"], p.length_cap)
+    x, y = rows(rec["obs"], rec["index"], rec["floor"], p)
     w = np.array([getattr(p, name) for name in FEATURES[:-1]] + [p.bias + p.ja_ko_bias])  # today's margin
 
     def auc(v: np.ndarray) -> float:

@@ -36,7 +36,7 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -214,9 +214,19 @@ def _record(router: AgentRouter, agents: Sequence[Agent], dialogues: Sequence[_D
         memory.close()
 
 
-def replay(params: PolicyParams, dialogues: Sequence[Sequence[_Obs]], index: dict[str, int], floor: float,
-           assistant_weight: float = 1.0) -> tuple[float, float]:
+def replay(params: PolicyParams | Callable[[TurnFeatures], PolicyParams], dialogues: Sequence[Sequence[_Obs]],
+           index: dict[str, int], floor: float, assistant_weight: float = 1.0) -> tuple[float, float]:
     """(all, switch_new) of the recorded turns replayed under ``params`` exactly as the router steps."""
+    right, total, sw_right, sw_total = replay_counts(params, dialogues, index, floor, assistant_weight)
+    return right / max(total, 1), sw_right / max(sw_total, 1)
+
+
+def replay_counts(params: PolicyParams | Callable[[TurnFeatures], PolicyParams],
+                  dialogues: Sequence[Sequence[_Obs]], index: dict[str, int], floor: float,
+                  assistant_weight: float = 1.0) -> tuple[int, int, int, int]:
+    """:func:`replay`'s counts: (right, scored turns, right switch_new turns, switch_new turns). ``params`` may
+    also be a function of a turn's features (a rule per kind of message, e.g. one for Japanese and Korean)."""
+    rule = params if callable(params) else (lambda _: params)
     right = total = sw_right = sw_total = 0
     for obs in dialogues:
         current: int | None = None
@@ -226,7 +236,7 @@ def replay(params: PolicyParams, dialogues: Sequence[Sequence[_Obs]], index: dic
             if o.scores is not None:
                 if evidence is not None and o.delta is not None:
                     evidence = (evidence + o.delta * np.float32(assistant_weight)).astype(np.float32)
-                step = user_step(params, o.scores, o.allowed, current,  # type: ignore[arg-type]
+                step = user_step(rule(o.features), o.scores, o.allowed, current,  # type: ignore[arg-type]
                                  evidence, o.features, floor)  # type: ignore[arg-type]
                 current, evidence = step.current, step.evidence
             if not o.gold:
@@ -239,7 +249,7 @@ def replay(params: PolicyParams, dialogues: Sequence[Sequence[_Obs]], index: dic
                 sw_total += 1
                 sw_right += any(index.get(g) == pred for g in o.gold - prev)
             prev = o.gold
-    return right / max(total, 1), sw_right / max(sw_total, 1)
+    return right, total, sw_right, sw_total
 
 
 # ------------------------------------------------------------------------------------ (b) the rule
@@ -249,10 +259,18 @@ _RULE = ("lead", "standout", "length", "request", "also", "another", "assistant_
 
 def _rule_rows(params: PolicyParams, dialogues: Sequence[Sequence[_Obs]], index: dict[str, int],
                floor: float) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Teacher-forced switch decisions: the current agent is the previous labelled turn's, the challenger
-    the best other agent on the turn's own text; 1 when switching to it is right, 0 when staying is."""
-    xs: list[list[float]] = []
-    ys: list[float] = []
+    """The rule's features (:data:`_RULE`) and labels of every teacher-forced decision."""
+    decided = list(teacher_forced(dialogues, index))
+    xs = [rule_features(params, o, b, c, floor) for o, b, c, _ in decided]
+    return (np.array(xs, dtype=np.float64).reshape(-1, len(_RULE)),
+            np.array([y for *_, y in decided], dtype=np.float64))
+
+
+def teacher_forced(dialogues: Sequence[Sequence[_Obs]],
+                   index: dict[str, int]) -> Iterator[tuple[_Obs, int, int, float]]:
+    """Teacher-forced switch decisions ``(turn, challenger, current, label)``: the current agent is the previous
+    labelled turn's, the challenger the best other agent on the turn's own text; 1 when switching to it is
+    right, 0 when staying is."""
     for obs in dialogues:
         prev: frozenset[str] | None = None
         for o in obs:
@@ -265,14 +283,13 @@ def _rule_rows(params: PolicyParams, dialogues: Sequence[Sequence[_Obs]], index:
                 if b != c and o.allowed[c]:  # type: ignore[index]
                     y = 1.0 if b in new or (b in gold and c not in gold) else 0.0 if c in gold else None
                     if y is not None:
-                        xs.append(_rule_features(params, o, b, c, floor))
-                        ys.append(y)
+                        yield o, b, c, y
             if o.gold:
                 prev = o.gold
-    return np.array(xs, dtype=np.float64).reshape(-1, len(_RULE)), np.array(ys, dtype=np.float64)
 
 
-def _rule_features(params: PolicyParams, o: _Obs, b: int, c: int, floor: float) -> list[float]:
+def rule_features(params: PolicyParams, o: _Obs, b: int, c: int, floor: float) -> list[float]:
+    """One decision's row of :data:`_RULE` (challenger ``b`` against current agent ``c``; the last is the bias's 1)."""
     assert o.scores is not None and o.features is not None
     f, cues = o.features, o.features.cues
     z = normalised(o.scores, floor)
