@@ -10,8 +10,9 @@ import pytest
 from benchmarks import build_routing_sets
 
 import memroute
-from memroute.eval.datasets import load_candidates, load_dialogues
+from memroute.eval.datasets import Dialogue, load_candidates, load_dialogues
 from memroute.text import detect_language
+from memroute.types import Agent
 
 ROOT = Path(memroute.__file__).parent / "eval" / "data" / "routing"
 LANGUAGES = ("ko", "ja")
@@ -35,46 +36,52 @@ def test_shipped_files_are_built_from_the_sources() -> None:
     assert build_routing_sets.main(["--check"]) == 0
 
 
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_candidates_and_gold_labels(lang: str) -> None:
-    agents = load_candidates(ROOT / lang / "services.jsonl")
+def catalogue(lang: str, name: str) -> list[Agent]:
+    """A set's agents: unique ids, the same ones in both languages, described in the set's language."""
+    agents = load_candidates(ROOT / lang / name)
     ids = {a.id for a in agents}
-    assert len(ids) == len(agents) >= 8
-    assert ids == {a.id for a in load_candidates(ROOT / "ko" / "services.jsonl")}  # same agents in both languages
+    assert len(ids) == len(agents)
+    assert ids == {a.id for a in load_candidates(ROOT / "ko" / name)}  # same agents in both languages
     for agent in agents:
         assert detect_language(agent.description) == lang, agent.id
+    return agents
+
+
+def dialogues_of(path: Path, ids: set[str], user_turns: range) -> list[Dialogue]:
+    """A split's dialogues: at least 60, ``user_turns`` user turns each, one gold agent a turn from ``ids``, and
+    every agent the gold agent of some turn."""
+    dialogues = load_dialogues(path)
+    assert len(dialogues) >= 60
+    for dialogue in dialogues:
+        assert len(dialogue.turns) in user_turns, dialogue.dialogue_id
+        for turn in dialogue.turns:
+            assert len(turn.gold) == 1 and turn.gold[0] in ids, (dialogue.dialogue_id, turn.gold)
+    assert {t.gold[0] for d in dialogues for t in d.turns} == ids
+    return dialogues
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_candidates_and_gold_labels(lang: str) -> None:
+    agents = catalogue(lang, "services.jsonl")
+    ids = {a.id for a in agents}
+    assert len(ids) >= 8
+    for agent in agents:
         assert agent.tools and agent.metadata["capabilities"]
     for split in SPLITS:
-        dialogues = load_dialogues(ROOT / lang / f"{split}.jsonl")
-        assert len(dialogues) >= 60
-        for dialogue in dialogues:
-            assert 3 <= len(dialogue.turns) <= 8, dialogue.dialogue_id
+        for dialogue in dialogues_of(ROOT / lang / f"{split}.jsonl", ids, range(3, 9)):
             assert dialogue.turns[0].system_before is None
-            for turn in dialogue.turns:
-                assert len(turn.gold) == 1 and turn.gold[0] in ids, (dialogue.dialogue_id, turn.gold)
             assert all(t.system_before for t in dialogue.turns[1:]), dialogue.dialogue_id
-        # every agent is the gold agent of some turn in every split
-        assert {t.gold[0] for d in dialogues for t in d.turns} == ids
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_train_set_on_its_own_catalogue(lang: str) -> None:
     """The train set routes among ten agents of its own, at most four of them sharing a capability (an id)
     with the dev / test catalogue, the same agents in both languages; 4-9 user turns a dialogue."""
-    agents = load_candidates(ROOT / lang / "train_services.jsonl")
-    ids = {a.id for a in agents}
-    assert len(ids) == len(agents) == 10
-    assert ids == {a.id for a in load_candidates(ROOT / "ko" / "train_services.jsonl")}
+    ids = {a.id for a in catalogue(lang, "train_services.jsonl")}
+    assert len(ids) == 10
     assert len(ids & {a.id for a in load_candidates(ROOT / lang / "services.jsonl")}) <= 4
-    for agent in agents:
-        assert detect_language(agent.description) == lang, agent.id
-    dialogues = load_dialogues(ROOT / lang / "train.jsonl")
-    assert len(dialogues) >= 60
+    dialogues = dialogues_of(ROOT / lang / "train.jsonl", ids, range(4, 10))
     assert all(d.dialogue_id.startswith(f"{lang}-train-") for d in dialogues)
-    for dialogue in dialogues:
-        assert 4 <= len(dialogue.turns) <= 9, dialogue.dialogue_id
-        assert all(len(t.gold) == 1 and t.gold[0] in ids for t in dialogue.turns), dialogue.dialogue_id
-    assert {t.gold[0] for d in dialogues for t in d.turns} == ids
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
