@@ -203,3 +203,19 @@ def test_mean_std_is_numpys_to_the_bit() -> None:
         column = np.tile(values[:, None], (1, 5))[:, 2]  # a strided view, as the logit column is
         for v in (values, column):
             assert judge.mean_std(v) == (float(v.mean()), float(v.std()))
+
+
+def test_locomo_ceiling_is_the_most_a_cut_off_injects_at_the_precision_floor() -> None:
+    """benchmarks.locomo_injection_ceiling: of three questions, one answer ranked first with the highest
+    probability, one first with a low one (a wrong memory above it in probability), one never found. At
+    precision >= 0.80 only the cut-off above the wrong memory qualifies: one answer of three."""
+    from benchmarks.locomo_injection_ceiling import ceiling
+
+    def q(y: list[float]) -> JudgedQuestion:
+        return JudgedQuestion("locomo", np.zeros((len(y), 1)), np.array(y), True)
+
+    questions = [q([1, 0]), q([1, 0]), q([0, 0])]
+    probs = [np.array([0.9, 0.1]), np.array([0.3, 0.2]), np.array([0.5, 0.4])]
+    best = ceiling(questions, probs)
+    assert best[1] == {"injected": round(1 / 3, 4), "precision": 1.0, "cut_off": 0.9}
+    assert best[2] == best[1]  # the second memories never answer: adding them only lowers the precision
