@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from memroute.analysis.payload import find_payload
 from memroute.embed import ROUTING_EMBEDDER, Embedder, Vectors, embed_ahead, get_embedder
 from memroute.embed.by_language import runs_strong
 from memroute.errors import InputError
@@ -29,10 +30,14 @@ from memroute.routing.strategies import (
     default_strategies,
 )
 from memroute.text import tokenize
+from memroute.text.language import detect_language
 from memroute.types import Agent
 
 # Embedding more than this only costs time: the sentence encoders read a few hundred tokens.
 EMBED_CHARS = 2000
+FRAME_WEIGHT = 0.5
+"""``AgentRouter.frame_weight``'s default (docs/benchmarks.md, routing, the twentieth ja/ko pass)."""
+_FRAME_LANGUAGES = frozenset({"ja", "ko"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +72,20 @@ class AgentRouter:
     bank of example requests read for Japanese and Korean messages (:mod:`memroute.routing.bank`): a
     :class:`RequestBank`, the ``routing_bank`` setting's form (``"builtin"``, the default; ``"off"``; paths), or
     ``None``; it belongs to the cache, so it is ignored when ``cache`` is given.
+
+    ``frame_weight``: a Japanese or Korean message that carries a payload (a message to pass on, a text to
+    translate, reported speech: :func:`memroute.analysis.payload.find_payload`) is also scored on its frame,
+    the message without the payload, and every strategy's score becomes ``(1 - w)`` of the message's plus ``w``
+    of the frame's: "딸한테 7시에 저녁 먹자고 보내 줘" is a message to send, whatever 저녁 says. A blend, not a
+    replacement: in 「夕方から降るって言ってた？」 the payload is the domain and the frame says little, and a flat
+    frame barely moves the ranking. English messages, and messages without a payload, are scored as before
+    (their frame is never read). 0 turns it off.
     """
 
     def __init__(self, strategies: Sequence[Strategy] | None = None, *,
                  embedder: Embedder | str | None = ROUTING_EMBEDDER, calibration: Calibration | None = None,
                  cache: AgentCache | None = None, llm: LlmAssistant | None = None,
-                 bank: RequestBank | str | None = BUILTIN) -> None:
+                 bank: RequestBank | str | None = BUILTIN, frame_weight: float = FRAME_WEIGHT) -> None:
         self.strategies = list(strategies) if strategies is not None else default_strategies()
         if not self.strategies:
             raise InputError("AgentRouter needs at least one strategy; omit strategies to get the defaults")
@@ -86,6 +99,9 @@ class AgentRouter:
         self.cache = cache or AgentCache(self.embedder, bank=bank)
         self.total_weight = float(sum(s.weight for s in self.strategies)) or 1.0
         self.llm = llm
+        if not 0.0 <= frame_weight <= 1.0:
+            raise InputError(f"frame_weight must be in [0, 1], got {frame_weight}")
+        self.frame_weight = frame_weight
 
     # ------------------------------------------------------------------------------------ scoring
     def index(self, agents: Sequence[Agent]) -> CatalogueIndex:
@@ -102,29 +118,54 @@ class AgentRouter:
         if not text and not types and not q.hints and not q.tags:
             raise InputError("the query is empty: give it text, content, hints or tags")
         prepared = PreparedQuery(text, tokenize(text) if text else [], types, q.tags, q.hints)
+        frame_text = self.frame_of(text)
+        frame = PreparedQuery(frame_text, tokenize(frame_text), types, q.tags, q.hints) if frame_text else None
         if isinstance(vector, np.ndarray):
             prepared.vector = vector
         elif vector is not None:
-            prepared.vector = vector.result()[0]
+            encoded = vector.result()
+            prepared.vector = encoded[0]
+            if frame is not None and len(encoded) > 1:
+                frame.vector = encoded[1]
         elif self.embedder is not None and text:
-            prepared.vector = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]
+            encoded = self.embedder.embed([text[:EMBED_CHARS], *([frame_text[:EMBED_CHARS]] if frame else [])],
+                                          side="query")
+            prepared.vector = encoded[0]
+            if frame is not None:
+                frame.vector = encoded[1]
+        if frame is not None and frame.vector is None and self.embedder is not None:
+            frame.vector = self.embedder.embed([frame.text[:EMBED_CHARS]], side="query")[0]
+        prepared.frame = frame
         return prepared
+
+    def frame_of(self, text: str) -> str | None:
+        """The frame a Japanese or Korean message is also scored on (see the class docstring), else ``None``."""
+        if self.frame_weight <= 0 or not text or detect_language(text) not in _FRAME_LANGUAGES:
+            return None
+        payload = find_payload(text)
+        return payload.frame if payload is not None else None
 
     def encode_ahead(self, query: RouterQuery | str) -> Future[Vectors] | None:
         """Start encoding ``query``'s text on a worker thread, for :meth:`prepare` to collect: the strong
         encoder (multilingual-e5, ~20-30 ms a Japanese or Korean text) then runs beside the rest of a turn's
         work on a second core. ``None`` when the encoding is quick (use-m3 alone, or cached): it is done in
         :meth:`prepare`."""
-        text = RouterQuery.of(query).query_text()[:EMBED_CHARS]
+        full = RouterQuery.of(query).query_text()
+        text = full[:EMBED_CHARS]
         if self.embedder is None or not text or not runs_strong(self.embedder, text, "query"):
             return None
-        return embed_ahead(self.embedder, [text], "query")
+        frame = self.frame_of(full)  # encoded in the same call: one batch of two, not two calls
+        return embed_ahead(self.embedder, [text, *([frame[:EMBED_CHARS]] if frame else [])], "query")
 
     def score(self, query: RouterQuery | str | PreparedQuery, agents: Sequence[Agent] | CatalogueIndex) -> ScoredQuery:
         """Every agent's score for ``query`` (no ranking): the building block of :meth:`route`."""
         index = agents if isinstance(agents, CatalogueIndex) else self.index(agents)
         prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
         parts = {s.name: s.scores(prepared, index) for s in self.strategies}
+        if prepared.frame is not None and self.frame_weight > 0:
+            w = np.float32(self.frame_weight)
+            parts = {s.name: ((1 - w) * parts[s.name] + w * s.scores(prepared.frame, index)).astype(np.float32)
+                     for s in self.strategies}
         total = np.zeros(index.n, dtype=np.float32)
         for part in parts.values():
             total += part
