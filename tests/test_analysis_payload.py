@@ -15,7 +15,6 @@ from memroute.analysis.payload import find_payload
     ("남편한테 택배 도착했다고 보내 줘", "남편한테 보내 줘", "택배 도착했다고", "reported"),
     ("팀장님께 회의가 몇 시냐고 여쭤봐 줘", "팀장님께 여쭤봐 줘", "회의가 몇 시냐고", "reported"),
     ("동생한테도 우산 챙기라고 해", "동생한테도 해", "우산 챙기라고", "reported"),
-    ("내일 눈 온다고 했어?", "했어?", "내일 눈 온다고", "reported"),
     # Korean embedded question
     ("민지한테 토요일에 시간 있는지 물어봐", "민지한테 물어봐", "토요일에 시간 있는지", "reported"),
     # Japanese quotative と / って after a predicate, って after a noun with an addressee, embedded か
@@ -43,6 +42,9 @@ def test_a_payload_is_cut_from_its_frame(text: str, frame: str, payload: str, ki
     "新幹線って何時に出る？",       # って = topic
     "誰か来た？",                   # 誰か: an indefinite pronoun
     "뭐라고?",                      # 라고 with no predicate after it
+    "내일 눈 온다고 했어?",         # reported, but nothing is asked to be passed on
+    "週末は箱根へ行こうと思っています",   # a thought, not a request
+    "駐車場があるか教えていただけると助かります",  # conditional と
     "밥 먹고 가자",                 # -고 = "and"
     "먹고 싶어",
     "明日の天気を教えて",

@@ -16,11 +16,19 @@ Sources of payload, each read from the form or the morphology, never from a list
 * Japanese reported speech: a clause closed by the quotative と / って after a predicate (a verb, an
   auxiliary, an adjective, or a sentence-final particle after one), or an embedded question closed by か,
   directly followed by a verb (「母に荷物受け取ったよって送って」, 「何時からか聞いて」); って after a noun or an
-  adverb (「ご飯って伝えて」) only when an addressee is named before it, since a bare 「新幹線って何時？」 is the
-  topic marker. と after a noun is "with" (「田中さんと会う」) and never makes a payload.
+  adverb (「ご飯って伝えて」) only when an addressee is named before it and the verb goes on in its te-form,
+  since 「新幹線って何時？」 and 「朝ご飯ってある？」 are the topic marker. と after a noun is "with"
+  (「田中さんと会う」) and never makes a payload, nor does とか (a list).
+
+An embedded question counts only when it is asked of someone named in its clause (「田中くんに何時からか聞いて」,
+not 「駐車場があるか教えて」, the user's own question). Reported speech counts only when the predicate that takes it is a request (a request auxiliary, a Japanese
+te-form or a bare Korean verb closing the clause: 「送っといて」「聞いて」, "보내 줘", "물어봐"): the user asks for
+the clause to be passed on. A clause the user reports or thinks (「行こうと思っています」, "비 온다고 했어?") or a
+conditional と (「教えていただけると助かります」) is the message's own topic, not a payload.
 
 A reported clause starts after the addressee phrase (a noun marked with に / へ or 한테 / 에게 / 께, possibly
-followed by は / も / 는 / 도) or, without one, at the start of the sentence (after the last clause mark).
+followed by は / も / 는 / 도; not a time with its number, 「7時に」, nor a phrase a verb takes right after it,
+「一緒に行く」) or, without one, at the start of the sentence (after the last clause mark).
 A payload must hold a content word, and the frame must keep one: a message that is all payload
 (「おはよう」) has no frame to read.
 """
@@ -46,6 +54,11 @@ _JA_DATIVE = frozenset({"に", "へ"})
 _JA_QUOTATIVE = frozenset({"と", "って"})
 _JA_SENTENCE_FINAL = frozenset({"よ", "ね", "な", "わ", "ぞ", "さ", "の", "か"})
 _PREDICATES = frozenset({"verb", "aux", "adj"})
+# The auxiliaries of a request by their lemmas (benefactive: くれる / 下さる / 頂く / 貰う / 주다 / 드리다; wanted
+# of another: 欲しい; done ahead: とく / 置く / 놓다 / 두다): a closed class of the grammar.
+_REQUEST_AUX = {"ja": frozenset({"呉れる", "くれる", "下さる", "頂く", "貰う", "欲しい", "とく", "置く"}),
+                "ko": frozenset({"주", "드리", "놓", "두"})}
+_CHAIN = frozenset({"verb", "aux", "adj", "ending", "suffix"})
 _NOMINALS = frozenset({"noun", "propn", "pron", "suffix", "foreign"})
 _CLAUSE_MARKS = frozenset("、,，。.!！?？\n")
 
@@ -109,34 +122,45 @@ def _merged(found: list[tuple[int, int, str]], text: str) -> list[tuple[int, int
     return out
 
 
-def _clause_start(text: str, tokens: list[Token], end: int, dative: frozenset[str], language: str) -> int | None:
-    """Where a reported clause ending at token ``end`` starts: after the first addressee phrase before it,
-    else after the last clause mark (or at 0). ``None`` when the clause would be empty."""
+def _clause_start(tokens: list[Token], end: int, dative: frozenset[str], language: str) -> tuple[int, bool] | None:
+    """Where a reported clause ending at token ``end`` starts: after the first addressee phrase of its clause
+    (after the last clause mark before it), else after that mark (or at 0); and whether an addressee was
+    found. ``None`` when the clause would be empty."""
     start_tok = 0
     for i in range(end):
         if tokens[i].pos == "symbol" and tokens[i].surface in _CLAUSE_MARKS:
             start_tok = i + 1
+    addressed = False
     for i in range(start_tok, end):
         if _is_addressee(tokens, i, dative, language):
             j = i + 1
             while j < end and tokens[j].pos == "particle":
                 j += 1  # 「母には」, "엄마한테도"
-            start_tok = j
+            start_tok, addressed = j, True
             break
     if start_tok >= end:
         return None
-    return tokens[start_tok].start
+    return tokens[start_tok].start, addressed
 
 
 def _is_addressee(tokens: list[Token], i: int, dative: frozenset[str], language: str) -> bool:
-    """Token ``i`` is a dative particle after a nominal that is not a number with its counter (「7時に」)."""
+    """Token ``i`` is a dative particle after a nominal phrase without a number (「7時に」「5分後に」 are times)
+    that no verb takes right after it (「一緒に行く」「大阪に着いた」, "친구한테 받은": the particle belongs to
+    that verb, not to the verb of communication)."""
     tok = tokens[i]
     if tok.pos != "particle" or tok.surface not in dative or i == 0 or tok.language != language:
         return False
-    prev = tokens[i - 1]
-    if prev.pos not in _NOMINALS:
-        return False
-    return not (i >= 2 and tokens[i - 2].pos == "num")
+    j = i - 1
+    while j >= 0 and tokens[j].pos in _NOMINALS | {"num", "noun_dep", "prefix"}:
+        if tokens[j].pos == "num":
+            return False
+        j -= 1
+    if j == i - 1:
+        return False  # no nominal before the particle
+    k = i + 1
+    while k < len(tokens) and tokens[k].pos == "particle":
+        k += 1
+    return not (k < len(tokens) and tokens[k].pos in _PREDICATES)
 
 
 def _has_content(tokens: list[Token], a: int, b: int) -> bool:
@@ -149,36 +173,67 @@ def _ko_reported(text: str, tokens: list[Token]) -> list[tuple[int, int]]:
         if not tok.surface.endswith(_KO_QUOTATIVE + _KO_EMBEDDED) or not (
                 tok.pos in ("ending", "aux") or (tok.pos in ("verb", "adj") and tok.surface != tok.norm)):
             continue  # the ending alone, or fused with its stem ("온다고" -> 오, "갈지" -> 가)
-        if tokens[i + 1].pos not in ("verb", "aux"):
-            continue  # "뭐라고?": no predicate takes the clause
-        start = _clause_start(text, tokens, i, _KO_DATIVE, "ko")
-        if start is not None and _has_content(tokens, start, tok.end):
-            out.append((start, tok.end))
+        if tokens[i + 1].pos not in ("verb", "aux") or not _requested(tokens, i + 1, "ko"):
+            continue  # "뭐라고?": no predicate takes the clause; "비 온다고 했어?": not asked to pass on
+        clause = _clause_start(tokens, i, _KO_DATIVE, "ko")
+        if clause is None or (tok.surface.endswith(_KO_EMBEDDED) and not clause[1]):
+            continue  # an embedded question asked of no one ("당길 수 있는지 봐 줘") is the user's own question
+        if _has_content(tokens, clause[0], tok.end):
+            out.append((clause[0], tok.end))
     return out
 
 
 def _ja_reported(text: str, tokens: list[Token]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for i, tok in enumerate(tokens[:-1]):
-        if tok.pos != "particle" or i == 0 or tokens[i + 1].pos != "verb":
-            continue
+        if tok.pos != "particle" or i == 0 or tokens[i + 1].pos != "verb" or not _requested(tokens, i + 1, "ja"):
+            continue  # 「行こうと思っています」「教えていただけると助かります」: nothing is asked to be passed on
         j = i - 1
         while j > 0 and tokens[j].pos == "particle" and tokens[j].surface in _JA_SENTENCE_FINAL - {"か"}:
             j -= 1  # 「受け取ったよって」
         prev = tokens[j]
         if tok.surface in _JA_QUOTATIVE:
             after_predicate = prev.pos in _PREDICATES
-            if not after_predicate and not (tok.surface == "って" and _addressed(tokens, i)):
-                continue  # 「田中さんと会う」 ("with"), 「新幹線って」 (topic)
+            if not after_predicate and not (tok.surface == "って" and _addressed(tokens, i) and _te_form(tokens, i + 1)):
+                continue  # 「田中さんと会う」 ("with"), 「新幹線って」「朝ご飯ってある？」 (topic)
         elif tok.surface == "か":
-            if tokens[i - 1].pos == "pron":
-                continue  # 「誰か」「何か」: an indefinite pronoun, not a question
+            if tokens[i - 1].pos == "pron" or tokens[i - 1].surface == "と":
+                continue  # 「誰か」「何か」: an indefinite pronoun; 「雨の音とか」: a list, not a question
         else:
             continue
-        start = _clause_start(text, tokens, i, _JA_DATIVE, "ja")
-        if start is not None and _has_content(tokens, start, tok.start):
-            out.append((start, tok.end))
+        clause = _clause_start(tokens, i, _JA_DATIVE, "ja")
+        if clause is None or (tok.surface == "か" and not clause[1]):
+            continue  # 「駐車場があるか教えて」: an embedded question asked of no one is the user's own question
+        if _has_content(tokens, clause[0], tok.start):
+            out.append((clause[0], tok.end))
     return out
+
+
+def _requested(tokens: list[Token], verb: int, language: str) -> bool:
+    """The predicate that starts at ``verb`` is a request: a request auxiliary in its chain, or the chain closes
+    the clause on a Japanese te-form (「聞いて」) or a bare Korean verb (the casual imperative "물어봐", "보내")."""
+    aux = _REQUEST_AUX[language]
+    j = verb
+    while j < len(tokens) and (tokens[j].pos in _CHAIN or (
+            language == "ja" and tokens[j].pos == "particle" and tokens[j].surface in ("て", "で"))):
+        if j > verb and tokens[j].pos in _PREDICATES and tokens[j].norm in aux:
+            return True
+        j += 1
+    last = j - 1
+    while language == "ja" and last > verb and tokens[last].surface in _JA_SENTENCE_FINAL - {"か", "の"}:
+        last -= 1  # 「送ってね」
+    if language == "ja":
+        return tokens[last].pos == "particle" and tokens[last].surface in ("て", "で")
+    return tokens[last].pos == "verb"
+
+
+def _te_form(tokens: list[Token], verb: int) -> bool:
+    """The verb at ``verb`` goes on in its te-form (「伝えて」「送っといて」): a request, which the topic
+    marker's predicate (「朝ご飯ってある？」) is not."""
+    k = verb + 1
+    while k < len(tokens) and tokens[k].pos == "aux":
+        k += 1
+    return k < len(tokens) and tokens[k].surface in ("て", "で")
 
 
 def _addressed(tokens: list[Token], end: int) -> bool:
