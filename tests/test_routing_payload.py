@@ -62,7 +62,7 @@ def test_english_and_messages_without_a_payload_score_as_before(aware: LanguageA
         assert np.array_equal(on.score(text, on.index(agents)).total, off.score(text, off.index(agents)).total)
 
 
-def test_only_a_payload_turn_is_encoded_twice_and_in_one_call(aware: LanguageAwareEmbedder) -> None:
+def test_only_a_payload_turn_encodes_its_frame(aware: LanguageAwareEmbedder) -> None:
     calls: list[list[str]] = []
     router = AgentRouter(embedder=Recording(aware, lambda texts: calls.append(list(texts))))
     index = router.index(JA_AGENTS)
@@ -70,11 +70,16 @@ def test_only_a_payload_turn_is_encoded_twice_and_in_one_call(aware: LanguageAwa
     router.score("夫に荷物が届いたと伝えて", index)
     router.score("明日の天気を教えて", index)
     assert calls == [["夫に荷物が届いたと伝えて", "夫に 伝えて"], ["明日の天気を教えて"]]
+    # Encoded ahead, the message and its frame run on two workers at once: the same vectors.
+    calls.clear()
     ahead = router.encode_ahead("妻に今日は遅くなると伝えて")
     assert ahead is not None
     prepared = router.prepare("妻に今日は遅くなると伝えて", vector=ahead)
-    assert prepared.frame is not None and prepared.frame.vector is not None
-    assert calls[-1] == ["妻に今日は遅くなると伝えて", "妻に 伝えて"]
+    assert sorted(calls) == [["妻に 伝えて"], ["妻に今日は遅くなると伝えて"]]
+    assert prepared.frame is not None and prepared.frame.text == "妻に 伝えて"
+    assert prepared.vector is not None and prepared.frame.vector is not None
+    direct = aware.embed(["妻に今日は遅くなると伝えて", "妻に 伝えて"], side="query")
+    assert np.allclose(prepared.vector, direct[0], atol=1e-5) and np.allclose(prepared.frame.vector, direct[1], atol=1e-5)
 
 
 def test_a_frame_weight_outside_0_1_is_a_clear_error() -> None:
