@@ -1,12 +1,12 @@
 """Replay Japanese and Korean routing sets under values of ``AgentRouter.frame_weight`` (the share of a
 payload-carrying message's scores taken from its frame; docs/benchmarks.md, routing, the twentieth ja/ko pass).
 
-Each value runs :func:`memroute.eval.route_eval.run_route_eval` as ``memroute eval route`` does (default
-configuration but for the weight), so a value's figures equal the CLI's with that weight. ``--split train``
-reads ko / ja train (their own catalogue) and JMultiWOZ-TC train (``--jmultiwoz`` dialogues spread over the
-file, as the sixteenth to nineteenth passes did); ``dev`` and ``test`` read the whole splits (JMultiWOZ-TC's
-test is not read here). Also prints the share of ja/ko user turns that carry a payload (and so get the extra
-encoding).
+Each value runs :func:`memroute.eval.route_eval.run_route_eval` (its ``frame_weight``) as ``memroute eval
+route`` does (default configuration but for the weight), so a value's figures equal the CLI's with that
+weight. ``--split train`` reads ko / ja train (their own catalogue) and JMultiWOZ-TC train (``--jmultiwoz``
+dialogues spread over the file, as the sixteenth to nineteenth passes did); ``dev`` and ``test`` read the whole
+splits (JMultiWOZ-TC's test is not read here). Also prints the share of ja/ko user turns that carry a payload
+(and so get the extra encoding).
 
     OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.frame_weight --split train --weights 0 0.25 0.5 0.75
 """
@@ -14,7 +14,6 @@ encoding).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 from pathlib import Path
@@ -51,8 +50,7 @@ def payload_share(data: Path, sample: int | None) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memroute.eval import route_eval
-    from memroute.routing.composite import AgentRouter
+    from memroute.eval.route_eval import run_route_eval
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=("train", "dev", "test"), default="train")
@@ -65,11 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} {args.split}: {with_payload} of {turns} ja/ko turns carry a payload "
               f"({with_payload / max(turns, 1):.1%})", flush=True)
         for w in args.weights:
-            route_eval.AgentRouter = functools.partial(AgentRouter, frame_weight=w)  # type: ignore[misc]
-            try:
-                report = route_eval.run_route_eval(data, candidates, split=args.split, sample=sample)
-            finally:
-                route_eval.AgentRouter = AgentRouter  # type: ignore[misc]
+            report = run_route_eval(data, candidates, split=args.split, sample=sample, frame_weight=w)
             acc = report.accuracy
             row = {"set": name, "split": args.split, "w": w, "turns": report.turns, "all": acc["all"],
                    "switch_new": acc.get("switch_new"), "stay": acc.get("stay"), "first": acc.get("first"),

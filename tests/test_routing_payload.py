@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedder
+from memroute.embed import LanguageAwareEmbedder
 from memroute.errors import InputError
 from memroute.routing import AgentRouter
 from memroute.routing.composite import FRAME_WEIGHT
@@ -26,12 +26,6 @@ JA_AGENTS = (
     Agent("weather", "weather", "天気予報の確認"),
     Agent("parcel", "parcel", "荷物の配送状況の確認"),
 )
-
-
-@pytest.fixture(scope="module")
-def aware(embedder: CachedEmbedder) -> LanguageAwareEmbedder:
-    e5 = E5SmallEmbedder()
-    return LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
 
 
 @pytest.mark.parametrize(("agents", "text"), [
@@ -79,7 +73,8 @@ def test_only_a_payload_turn_encodes_its_frame(aware: LanguageAwareEmbedder) -> 
     assert prepared.frame is not None and prepared.frame.text == "妻に 伝えて"
     assert prepared.vector is not None and prepared.frame.vector is not None
     direct = aware.embed(["妻に今日は遅くなると伝えて", "妻に 伝えて"], side="query")
-    assert np.allclose(prepared.vector, direct[0], atol=1e-5) and np.allclose(prepared.frame.vector, direct[1], atol=1e-5)
+    assert np.allclose(prepared.vector, direct[0], atol=1e-5)
+    assert np.allclose(prepared.frame.vector, direct[1], atol=1e-5)
 
 
 def test_a_frame_weight_outside_0_1_is_a_clear_error() -> None:

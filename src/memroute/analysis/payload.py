@@ -21,10 +21,11 @@ Sources of payload, each read from the form or the morphology, never from a list
   (「田中さんと会う」) and never makes a payload, nor does とか (a list).
 
 An embedded question counts only when it is asked of someone named in its clause (「田中くんに何時からか聞いて」,
-not 「駐車場があるか教えて」, the user's own question). Reported speech counts only when the predicate that takes it is a request (a request auxiliary, a Japanese
-te-form or a bare Korean verb closing the clause: 「送っといて」「聞いて」, "보내 줘", "물어봐"): the user asks for
-the clause to be passed on. A clause the user reports or thinks (「行こうと思っています」, "비 온다고 했어?") or a
-conditional と (「教えていただけると助かります」) is the message's own topic, not a payload.
+not 「駐車場があるか教えて」, the user's own question). Reported speech counts only when the predicate that
+takes it is a request (a request auxiliary, a Japanese te-form or a bare Korean verb closing the clause:
+「送っといて」「聞いて」, "보내 줘", "물어봐"): the user asks for the clause to be passed on. A clause the user
+reports or thinks (「行こうと思っています」, "비 온다고 했어?") or a conditional と (「教えていただけると助かります」)
+is the message's own topic, not a payload.
 
 A reported clause starts after the addressee phrase (a noun marked with に / へ or 한테 / 에게 / 께, possibly
 followed by は / も / 는 / 도; not a time with its number, 「7時に」, nor a phrase a verb takes right after it,
@@ -194,7 +195,8 @@ def _ja_reported(text: str, tokens: list[Token]) -> list[tuple[int, int]]:
         prev = tokens[j]
         if tok.surface in _JA_QUOTATIVE:
             after_predicate = prev.pos in _PREDICATES
-            if not after_predicate and not (tok.surface == "って" and _addressed(tokens, i) and _te_form(tokens, i + 1)):
+            noun_quoted = tok.surface == "って" and _addressed(tokens, i) and _te_form(tokens, i + 1)
+            if not after_predicate and not noun_quoted:
                 continue  # 「田中さんと会う」 ("with"), 「新幹線って」「朝ご飯ってある？」 (topic)
         elif tok.surface == "か":
             if tokens[i - 1].pos == "pron" or tokens[i - 1].surface == "と":

@@ -129,7 +129,7 @@ class AgentRouter:
             if frame is not None and len(encoded) > 1:
                 frame.vector = encoded[1]
         elif self.embedder is not None and text:
-            encoded = self.embedder.embed([text[:EMBED_CHARS], *([frame_text[:EMBED_CHARS]] if frame else [])],
+            encoded = self.embedder.embed([text[:EMBED_CHARS], *([frame.text[:EMBED_CHARS]] if frame else [])],
                                           side="query")
             prepared.vector = encoded[0]
             if frame is not None:
