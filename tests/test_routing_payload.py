@@ -9,7 +9,8 @@ import pytest
 
 from memroute.embed import LanguageAwareEmbedder
 from memroute.errors import InputError
-from memroute.routing import AgentRouter
+from memroute.memory import Memory
+from memroute.routing import AgentRouter, ConversationRouter
 from memroute.routing.composite import FRAME_WEIGHT
 from memroute.types import Agent
 from tests.recording import Recording
@@ -42,7 +43,7 @@ def test_a_message_to_pass_on_goes_to_the_messenger_because_of_its_frame(
     in, the messenger wins."""
     on, off = AgentRouter(embedder=aware), AgentRouter(embedder=aware, frame_weight=0.0)
     assert on.frame_weight == FRAME_WEIGHT > 0  # on by default
-    with_frame = on.score(text, on.index(agents)).total
+    with_frame = on.score(on.prepare(text, frame=True), on.index(agents)).total
     without = off.score(text, off.index(agents)).total
     assert agents[int(np.argmax(without))].id != "messenger", without
     assert agents[int(np.argmax(with_frame))].id == "messenger", with_frame
@@ -53,7 +54,8 @@ def test_english_and_messages_without_a_payload_score_as_before(aware: LanguageA
     for agents, text in ((KO_AGENTS, 'Tell my son "we eat curry tonight"'), (KO_AGENTS, "Text mom: parcel arrived"),
                          (KO_AGENTS, "내일 날씨 알려 줘"), (JA_AGENTS, "今夜のおかずのレシピを教えて")):
         assert on.frame_of(text) is None
-        assert np.array_equal(on.score(text, on.index(agents)).total, off.score(text, off.index(agents)).total)
+        scored = on.score(on.prepare(text, frame=True), on.index(agents)).total
+        assert np.array_equal(scored, off.score(text, off.index(agents)).total)
 
 
 def test_only_a_payload_turn_encodes_its_frame(aware: LanguageAwareEmbedder) -> None:
@@ -61,20 +63,41 @@ def test_only_a_payload_turn_encodes_its_frame(aware: LanguageAwareEmbedder) -> 
     router = AgentRouter(embedder=Recording(aware, lambda texts: calls.append(list(texts))))
     index = router.index(JA_AGENTS)
     calls.clear()
-    router.score("夫に荷物が届いたと伝えて", index)
-    router.score("明日の天気を教えて", index)
+    router.score(router.prepare("夫に荷物が届いたと伝えて", frame=True), index)
+    router.score(router.prepare("明日の天気を教えて", frame=True), index)
     assert calls == [["夫に荷物が届いたと伝えて", "夫に 伝えて"], ["明日の天気を教えて"]]
     # Encoded ahead, the message and its frame run on two workers at once: the same vectors.
     calls.clear()
-    ahead = router.encode_ahead("妻に今日は遅くなると伝えて")
+    ahead = router.encode_ahead("妻に今日は遅くなると伝えて", frame=True)
     assert ahead is not None
-    prepared = router.prepare("妻に今日は遅くなると伝えて", vector=ahead)
+    prepared = router.prepare("妻に今日は遅くなると伝えて", vector=ahead, frame=True)
     assert sorted(calls) == [["妻に 伝えて"], ["妻に今日は遅くなると伝えて"]]
     assert prepared.frame is not None and prepared.frame.text == "妻に 伝えて"
     assert prepared.vector is not None and prepared.frame.vector is not None
     direct = aware.embed(["妻に今日は遅くなると伝えて", "妻に 伝えて"], side="query")
     assert np.allclose(prepared.vector, direct[0], atol=1e-5)
     assert np.allclose(prepared.frame.vector, direct[1], atol=1e-5)
+
+
+def test_only_the_routed_message_reads_its_frame(aware: LanguageAwareEmbedder) -> None:
+    """Replies, the message joined with the previous turn and context are read without a frame: they would
+    pay an encoding of their own."""
+    calls: list[list[str]] = []
+    router = AgentRouter(embedder=Recording(aware, lambda texts: calls.append(list(texts))))
+    assert router.prepare("夫に荷物が届いたと伝えて").frame is None
+    memory = Memory.open("sqlite://:memory:", owner="t", embedder=router.embedder)
+    try:
+        conv = ConversationRouter(memory, JA_AGENTS, router=router, use_memories=False)
+        calls.clear()
+        first = conv.route("夫に荷物が届いたと伝えて", "s")
+        conv.add_reply("s", "「荷物が届いた」と送りました。")
+        conv.route("ありがとう、あと明日の天気は？", "s")
+    finally:
+        memory.close()
+    assert first.agent is not None and first.agent.id == "messenger"
+    encoded = [t for texts in calls for t in texts]
+    assert sorted(encoded) == sorted(["夫に荷物が届いたと伝えて", "夫に 伝えて", "「荷物が届いた」と送りました。",
+                                      "ありがとう、あと明日の天気は？"]), encoded
 
 
 def test_a_frame_weight_outside_0_1_is_a_clear_error() -> None:

@@ -109,34 +109,37 @@ class AgentRouter:
         """The precomputed catalogue (cached by agent id + version); call it to warm the cache."""
         return self.cache.index(agents)
 
-    def prepare(self, query: RouterQuery | str, *, vector: Future[Vectors] | F32 | None = None) -> PreparedQuery:
+    def prepare(self, query: RouterQuery | str, *, vector: Future[Vectors] | F32 | None = None,
+                frame: bool = False) -> PreparedQuery:
         """The query as the strategies read it. ``vector``: its encoding started earlier by
         :meth:`encode_ahead` (the rest is prepared while it runs), or a vector already made (nothing is
-        encoded)."""
+        encoded). ``frame``: the query is a user's request as routed, so a Japanese or Korean one with a payload
+        is also read on its frame (:meth:`frame_of`); off for what is read beside it (replies, the message
+        joined with the previous turn, context), which would otherwise pay an encoding of their own."""
         q = RouterQuery.of(query)
         text = q.query_text()
         types = content_types_of([c.name for c in q.content], [c.mime for c in q.content], [c.type for c in q.content])
         if not text and not types and not q.hints and not q.tags:
             raise InputError("the query is empty: give it text, content, hints or tags")
         prepared = PreparedQuery(text, tokenize(text) if text else [], types, q.tags, q.hints)
-        frame_text = self.frame_of(text)
-        frame = PreparedQuery(frame_text, tokenize(frame_text), types, q.tags, q.hints) if frame_text else None
+        frame_text = self.frame_of(text) if frame else None
+        frame_query = PreparedQuery(frame_text, tokenize(frame_text), types, q.tags, q.hints) if frame_text else None
         if isinstance(vector, np.ndarray):
             prepared.vector = vector
         elif vector is not None:
             encoded = vector.result()
             prepared.vector = encoded[0]
-            if frame is not None and len(encoded) > 1:
-                frame.vector = encoded[1]
+            if frame_query is not None and len(encoded) > 1:
+                frame_query.vector = encoded[1]
         elif self.embedder is not None and text:
-            encoded = self.embedder.embed([text[:EMBED_CHARS], *([frame.text[:EMBED_CHARS]] if frame else [])],
-                                          side="query")
+            texts = [text[:EMBED_CHARS], *([frame_query.text[:EMBED_CHARS]] if frame_query else [])]
+            encoded = self.embedder.embed(texts, side="query")
             prepared.vector = encoded[0]
-            if frame is not None:
-                frame.vector = encoded[1]
-        if frame is not None and frame.vector is None and self.embedder is not None:
-            frame.vector = self.embedder.embed([frame.text[:EMBED_CHARS]], side="query")[0]
-        prepared.frame = frame
+            if frame_query is not None:
+                frame_query.vector = encoded[1]
+        if frame_query is not None and frame_query.vector is None and self.embedder is not None:
+            frame_query.vector = self.embedder.embed([frame_query.text[:EMBED_CHARS]], side="query")[0]
+        prepared.frame = frame_query
         return prepared
 
     def frame_of(self, text: str) -> str | None:
@@ -146,22 +149,22 @@ class AgentRouter:
         payload = find_payload(text)
         return payload.frame if payload is not None else None
 
-    def encode_ahead(self, query: RouterQuery | str) -> Future[Vectors] | None:
+    def encode_ahead(self, query: RouterQuery | str, *, frame: bool = False) -> Future[Vectors] | None:
         """Start encoding ``query``'s text on a worker thread, for :meth:`prepare` to collect: the strong
         encoder (multilingual-e5, ~20-30 ms a Japanese or Korean text) then runs beside the rest of a turn's
         work on a second core. ``None`` when the encoding is quick (use-m3 alone, or cached): it is done in
-        :meth:`prepare`."""
+        :meth:`prepare`. ``frame``: as :meth:`prepare`'s (its frame's encoding starts too)."""
         full = RouterQuery.of(query).query_text()
         text = full[:EMBED_CHARS]
         if self.embedder is None or not text or not runs_strong(self.embedder, text, "query"):
             return None
         message = embed_ahead(self.embedder, [text], "query")
-        frame = self.frame_of(full)
-        if not frame:
+        frame_text = self.frame_of(full) if frame else None
+        if not frame_text:
             return message
         # The frame on a second worker, beside the message (the int8 e5 engine runs two calls at once): one
         # batch of both cost 15 ms against 9 ms for the message alone (padding), two workers cost the longer.
-        return _both(message, embed_ahead(self.embedder, [frame[:EMBED_CHARS]], "query"))
+        return _both(message, embed_ahead(self.embedder, [frame_text[:EMBED_CHARS]], "query"))
 
     def score(self, query: RouterQuery | str | PreparedQuery, agents: Sequence[Agent] | CatalogueIndex) -> ScoredQuery:
         """Every agent's score for ``query`` (no ranking): the building block of :meth:`route`."""
@@ -227,7 +230,7 @@ class AgentRouter:
             raise InputError(f"top_k must be at least 1, got {top_k}")
         if not agents:
             raise InputError("no agents to route to: pass at least one Agent (or load a catalogue)")
-        scored = self.score(query, agents)
+        scored = self.score(self.prepare(query, frame=True), agents)
         records: tuple[dict[str, object], ...] = ()
         if self.llm is not None and scored.has_signal:
             scored, records = assist(self, self.llm, scored, locale=RouterQuery.of(query).locale)
