@@ -10,13 +10,20 @@ from pathlib import Path
 import pytest
 
 from memroute import Memory
-from memroute.embed import CachedEmbedder, get_embedder
+from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedder, get_embedder
 from tests.pg_server import PgServer, pg_server_fixture
 
 
 @pytest.fixture(scope="session")
 def embedder() -> CachedEmbedder:
     return get_embedder("use-m3")
+
+
+@pytest.fixture(scope="session")
+def aware(embedder: CachedEmbedder) -> LanguageAwareEmbedder:
+    """The language-aware encoder (use-m3, plus multilingual-e5-small for Japanese and Korean texts)."""
+    e5 = E5SmallEmbedder()
+    return LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memroute.config import Settings
-from memroute.embed import CachedEmbedder, E5SmallEmbedder, LanguageAwareEmbedder
+from memroute.embed import LanguageAwareEmbedder
 from memroute.errors import ConfigError, InputError
 from memroute.routing import AgentRouter
 from memroute.routing.bank import (
@@ -48,12 +48,6 @@ UNKNOWN = (
     Agent("legal", "legal contract review", "契約書の条項を確認し、法的なリスクを指摘します"),
     Agent("k8s_en", "kubernetes", "Administer Kubernetes clusters: pods, deployments, nodes"),
 )
-
-
-@pytest.fixture(scope="module")
-def aware(embedder: CachedEmbedder) -> LanguageAwareEmbedder:
-    e5 = E5SmallEmbedder()
-    return LanguageAwareEmbedder(embedder, lambda: e5, e5.model_id, e5.dimension)
 
 
 def _router(aware: LanguageAwareEmbedder, by_bank: float | None = None, bank: str = "builtin") -> AgentRouter:

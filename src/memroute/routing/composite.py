@@ -3,6 +3,7 @@ calibrated confidence and a no-route answer)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -11,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from memroute.analysis.payload import find_payload
 from memroute.embed import ROUTING_EMBEDDER, Embedder, Vectors, embed_ahead, get_embedder
 from memroute.embed.by_language import runs_strong
 from memroute.errors import InputError
@@ -29,10 +31,14 @@ from memroute.routing.strategies import (
     default_strategies,
 )
 from memroute.text import tokenize
+from memroute.text.language import detect_language
 from memroute.types import Agent
 
 # Embedding more than this only costs time: the sentence encoders read a few hundred tokens.
 EMBED_CHARS = 2000
+FRAME_WEIGHT = 0.5
+"""``AgentRouter.frame_weight``'s default (docs/benchmarks.md, routing, the twentieth ja/ko pass)."""
+_FRAME_LANGUAGES = frozenset({"ja", "ko"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +73,20 @@ class AgentRouter:
     bank of example requests read for Japanese and Korean messages (:mod:`memroute.routing.bank`): a
     :class:`RequestBank`, the ``routing_bank`` setting's form (``"builtin"``, the default; ``"off"``; paths), or
     ``None``; it belongs to the cache, so it is ignored when ``cache`` is given.
+
+    ``frame_weight``: a Japanese or Korean message that carries a payload (a message to pass on, a text to
+    translate, reported speech: :func:`memroute.analysis.payload.find_payload`) is also scored on its frame,
+    the message without the payload, and every strategy's score becomes ``(1 - w)`` of the message's plus ``w``
+    of the frame's: "딸한테 7시에 저녁 먹자고 보내 줘" is a message to send, whatever 저녁 says. A blend, not a
+    replacement: in 「夕方から降るって言ってた？」 the payload is the domain and the frame says little, and a flat
+    frame barely moves the ranking. English messages, and messages without a payload, are scored as before
+    (their frame is never read). 0 turns it off.
     """
 
     def __init__(self, strategies: Sequence[Strategy] | None = None, *,
                  embedder: Embedder | str | None = ROUTING_EMBEDDER, calibration: Calibration | None = None,
                  cache: AgentCache | None = None, llm: LlmAssistant | None = None,
-                 bank: RequestBank | str | None = BUILTIN) -> None:
+                 bank: RequestBank | str | None = BUILTIN, frame_weight: float = FRAME_WEIGHT) -> None:
         self.strategies = list(strategies) if strategies is not None else default_strategies()
         if not self.strategies:
             raise InputError("AgentRouter needs at least one strategy; omit strategies to get the defaults")
@@ -86,45 +100,81 @@ class AgentRouter:
         self.cache = cache or AgentCache(self.embedder, bank=bank)
         self.total_weight = float(sum(s.weight for s in self.strategies)) or 1.0
         self.llm = llm
+        if not 0.0 <= frame_weight <= 1.0:
+            raise InputError(f"frame_weight must be in [0, 1], got {frame_weight}")
+        self.frame_weight = frame_weight
 
     # ------------------------------------------------------------------------------------ scoring
     def index(self, agents: Sequence[Agent]) -> CatalogueIndex:
         """The precomputed catalogue (cached by agent id + version); call it to warm the cache."""
         return self.cache.index(agents)
 
-    def prepare(self, query: RouterQuery | str, *, vector: Future[Vectors] | F32 | None = None) -> PreparedQuery:
+    def prepare(self, query: RouterQuery | str, *, vector: Future[Vectors] | F32 | None = None,
+                frame: bool = False) -> PreparedQuery:
         """The query as the strategies read it. ``vector``: its encoding started earlier by
         :meth:`encode_ahead` (the rest is prepared while it runs), or a vector already made (nothing is
-        encoded)."""
+        encoded). ``frame``: the query is a user's request as routed, so a Japanese or Korean one with a payload
+        is also read on its frame (:meth:`frame_of`); off for what is read beside it (replies, the message
+        joined with the previous turn, context), which would otherwise pay an encoding of their own."""
         q = RouterQuery.of(query)
         text = q.query_text()
         types = content_types_of([c.name for c in q.content], [c.mime for c in q.content], [c.type for c in q.content])
         if not text and not types and not q.hints and not q.tags:
             raise InputError("the query is empty: give it text, content, hints or tags")
         prepared = PreparedQuery(text, tokenize(text) if text else [], types, q.tags, q.hints)
+        frame_text = self.frame_of(text) if frame else None
+        frame_query = PreparedQuery(frame_text, tokenize(frame_text), types, q.tags, q.hints) if frame_text else None
         if isinstance(vector, np.ndarray):
             prepared.vector = vector
         elif vector is not None:
-            prepared.vector = vector.result()[0]
+            encoded = vector.result()
+            prepared.vector = encoded[0]
+            if frame_query is not None and len(encoded) > 1:
+                frame_query.vector = encoded[1]
         elif self.embedder is not None and text:
-            prepared.vector = self.embedder.embed([text[:EMBED_CHARS]], side="query")[0]
+            texts = [text[:EMBED_CHARS], *([frame_query.text[:EMBED_CHARS]] if frame_query else [])]
+            encoded = self.embedder.embed(texts, side="query")
+            prepared.vector = encoded[0]
+            if frame_query is not None:
+                frame_query.vector = encoded[1]
+        if frame_query is not None and frame_query.vector is None and self.embedder is not None:
+            frame_query.vector = self.embedder.embed([frame_query.text[:EMBED_CHARS]], side="query")[0]
+        prepared.frame = frame_query
         return prepared
 
-    def encode_ahead(self, query: RouterQuery | str) -> Future[Vectors] | None:
+    def frame_of(self, text: str) -> str | None:
+        """The frame a Japanese or Korean message is also scored on (see the class docstring), else ``None``."""
+        if self.frame_weight <= 0 or not text or detect_language(text) not in _FRAME_LANGUAGES:
+            return None
+        payload = find_payload(text)
+        return payload.frame if payload is not None else None
+
+    def encode_ahead(self, query: RouterQuery | str, *, frame: bool = False) -> Future[Vectors] | None:
         """Start encoding ``query``'s text on a worker thread, for :meth:`prepare` to collect: the strong
         encoder (multilingual-e5, ~20-30 ms a Japanese or Korean text) then runs beside the rest of a turn's
         work on a second core. ``None`` when the encoding is quick (use-m3 alone, or cached): it is done in
-        :meth:`prepare`."""
-        text = RouterQuery.of(query).query_text()[:EMBED_CHARS]
+        :meth:`prepare`. ``frame``: as :meth:`prepare`'s (its frame's encoding starts too)."""
+        full = RouterQuery.of(query).query_text()
+        text = full[:EMBED_CHARS]
         if self.embedder is None or not text or not runs_strong(self.embedder, text, "query"):
             return None
-        return embed_ahead(self.embedder, [text], "query")
+        message = embed_ahead(self.embedder, [text], "query")
+        frame_text = self.frame_of(full) if frame else None
+        if not frame_text:
+            return message
+        # The frame on a second worker, beside the message (the int8 e5 engine runs two calls at once): one
+        # batch of both cost 15 ms against 9 ms for the message alone (padding), two workers cost the longer.
+        return _both(message, embed_ahead(self.embedder, [frame_text[:EMBED_CHARS]], "query"))
 
     def score(self, query: RouterQuery | str | PreparedQuery, agents: Sequence[Agent] | CatalogueIndex) -> ScoredQuery:
         """Every agent's score for ``query`` (no ranking): the building block of :meth:`route`."""
         index = agents if isinstance(agents, CatalogueIndex) else self.index(agents)
         prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
         parts = {s.name: s.scores(prepared, index) for s in self.strategies}
+        if prepared.frame is not None and self.frame_weight > 0:
+            w = np.float32(self.frame_weight)
+            parts = {s.name: ((1 - w) * parts[s.name] + w * s.scores(prepared.frame, index)).astype(np.float32)
+                     for s in self.strategies}
         total = np.zeros(index.n, dtype=np.float32)
         for part in parts.values():
             total += part
@@ -180,7 +230,7 @@ class AgentRouter:
             raise InputError(f"top_k must be at least 1, got {top_k}")
         if not agents:
             raise InputError("no agents to route to: pass at least one Agent (or load a catalogue)")
-        scored = self.score(query, agents)
+        scored = self.score(self.prepare(query, frame=True), agents)
         records: tuple[dict[str, object], ...] = ()
         if self.llm is not None and scored.has_signal:
             scored, records = assist(self, self.llm, scored, locale=RouterQuery.of(query).locale)
@@ -218,6 +268,25 @@ class AgentRouter:
                                 f"its threshold {threshold:.2f}: ask the user", scores, _ms(start))
         why = reason or _why(self, scored, ranked[0])
         return RouterOutput(agents, best, conf, False, why, scores, _ms(start))
+
+
+def _both(first: Future[Vectors], second: Future[Vectors]) -> Future[Vectors]:
+    """A future of ``first``'s rows then ``second``'s, done when both are (the first error wins)."""
+    out: Future[Vectors] = Future()
+    lock = threading.Lock()
+
+    def done(_: Future[Vectors]) -> None:
+        with lock:  # the two callbacks may run at once, on the two workers
+            if not (first.done() and second.done()) or out.done():
+                return
+            try:
+                out.set_result(np.vstack([first.result(), second.result()]))
+            except BaseException as exc:  # the encoder's error reaches the caller of result()
+                out.set_exception(exc)
+
+    first.add_done_callback(done)
+    second.add_done_callback(done)
+    return out
 
 
 def _features_from(pair: F32, allowed: F32) -> ConfidenceFeatures:

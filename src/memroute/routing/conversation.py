@@ -204,7 +204,7 @@ class ConversationRouter:
             raise InputError("the message is empty: route needs the user's text")
         owner = self.owner if owner is None else owner
         # A slow encoding (e5) starts first, on another core: state, analysis and cues are read meanwhile.
-        vector = self.router.encode_ahead(text) if self.encode_ahead else None
+        vector = self.router.encode_ahead(text, frame=True) if self.encode_ahead else None
         state = self.store.get_state(STATE_NAMESPACE, session, owner) or {}
         recent = self.store.recent_messages(session, owner, self.context_window)
         current = self.index.position.get(str(state.get("current") or ""))
@@ -223,7 +223,8 @@ class ConversationRouter:
         # "something else" a switch, which in a task means another option of the same kind (on SGD dev, 4 %
         # of the turns it marked moved to another service, against 11 % of all turns).
         cues = read_cues(text, assistant_text, [m.text for m in recent])
-        scored = self.router.score(self.router.prepare(RouterQuery(text=text), vector=vector), self.index)
+        prepared = self.router.prepare(RouterQuery(text=text), vector=vector, frame=True)
+        scored = self.router.score(prepared, self.index)
         records: tuple[dict[str, Any], ...] = ()
         if self.router.llm is not None and scored.has_signal:
             scored, records = assist(self.router, self.router.llm, scored, needs_context=needs_context)

@@ -42,6 +42,9 @@ class PreparedQuery:
     tags: tuple[str, ...] = ()
     hints: tuple[str, ...] = ()
     vector: F32 | None = None
+    frame: PreparedQuery | None = None
+    """A Japanese or Korean message's frame (the message without the text it carries,
+    :func:`memroute.analysis.payload.find_payload`), prepared the same way; ``None`` for any other message."""
     norm_text: str = field(init=False)
 
     def __post_init__(self) -> None:
