@@ -8,7 +8,7 @@ weight. ``--split train`` reads ko / ja train (their own catalogue) and JMultiWO
 dialogues spread over the file, as the sixteenth to nineteenth passes did); ``dev`` and ``test`` read the whole
 splits (JMultiWOZ-TC's test is not read here). Also prints the share of ja/ko user turns that carry a payload
 or a main clause after subordinate ones (and so get the extra encoding). ``--clause-weights`` runs every
-clause weight under every frame weight; ``--tied`` runs each weight as both.
+clause weight under every frame weight (without it, the clause weight is the frame weight, the default).
 
     OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.frame_weight --split train --weights 0 0.25 0.5 0.75
     OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.frame_weight --split train --weights 0.5 --clause-weights 0 0.5
@@ -57,13 +57,12 @@ def frame_share(data: Path, sample: int | None) -> tuple[int, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     from memroute.eval.route_eval import run_route_eval
-    from memroute.routing.composite import CLAUSE_WEIGHT
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=("train", "dev", "test"), default="train")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75])
-    parser.add_argument("--clause-weights", type=float, nargs="+", default=[CLAUSE_WEIGHT])
-    parser.add_argument("--tied", action="store_true", help="each --weights value as both weights")
+    parser.add_argument("--clause-weights", type=float, nargs="+",
+                        help="clause weights to run under every frame weight (default: the frame weight)")
     parser.add_argument("--jmultiwoz", type=int, default=250, help="JMultiWOZ-TC train dialogues (spread sample)")
     parser.add_argument("--out", type=Path, help="append each result as a JSON line here")
     args = parser.parse_args(argv)
@@ -72,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} {args.split}: {with_payload} of {turns} ja/ko turns carry a payload "
               f"({with_payload / max(turns, 1):.1%}), {with_frame} a frame of either kind "
               f"({with_frame / max(turns, 1):.1%})", flush=True)
-        grid = [(w, w) for w in args.weights] if args.tied else [
-            (w, c) for w in args.weights for c in args.clause_weights]
+        grid = [(w, c) for w in args.weights for c in (args.clause_weights or [None])]
         for w, c in grid:
             report = run_route_eval(data, candidates, split=args.split, sample=sample, frame_weight=w,
                                     clause_weight=c)

@@ -11,7 +11,7 @@ import pytest
 from memroute.embed import LanguageAwareEmbedder
 from memroute.errors import InputError
 from memroute.routing import AgentRouter
-from memroute.routing.composite import CLAUSE_WEIGHT, FRAME_WEIGHT
+from memroute.routing.composite import FRAME_WEIGHT
 from memroute.types import Agent
 from tests.recording import Recording
 
@@ -47,7 +47,7 @@ def test_a_request_after_a_clause_of_circumstance_goes_to_its_main_clauses_agent
     """On the whole message the subordinate clause's words win; with the main clause blended in, the request's
     agent does. Fails with the feature off."""
     on, off = AgentRouter(embedder=aware), AgentRouter(embedder=aware, clause_weight=0.0)
-    assert on.clause_weight == CLAUSE_WEIGHT > 0  # on by default
+    assert on.clause_weight == on.frame_weight == FRAME_WEIGHT > 0  # on by default, one weight for both frames
     assert _best(off, agents, text) == pulled_to
     assert _best(on, agents, text) == gold
 
@@ -58,7 +58,7 @@ def test_a_condition_that_is_the_requests_content_keeps_its_agent(
     """The frame is the bare "tell me"; the blend keeps the message's own reading, so weather stays."""
     router = AgentRouter(embedder=aware)
     found = router.frame_of(text)
-    assert found is not None and found[1] == CLAUSE_WEIGHT
+    assert found is not None and found[1] == FRAME_WEIGHT
     assert _best(router, agents, text) == "weather"
 
 
@@ -76,7 +76,8 @@ def test_a_payloads_frame_loses_its_clauses_too_and_keeps_the_payload_weight(awa
     router = AgentRouter(embedder=aware, frame_weight=0.4, clause_weight=0.7)
     assert router.frame_of("遅くなるから、妻に先に寝てていいよって送って") == ("妻に 送って", 0.4)
     assert router.frame_of("寝るから電気消して") == ("電気消して", 0.7)
-    assert AgentRouter(embedder=None).frame_weight == FRAME_WEIGHT
+    assert AgentRouter(embedder=None, frame_weight=0.3).frame_of("寝るから電気消して") == ("電気消して", 0.3)
+    assert AgentRouter(embedder=None, frame_weight=0.0).frame_of("寝るから電気消して") is None
 
 
 def test_only_a_clause_turn_encodes_its_frame(aware: LanguageAwareEmbedder) -> None:

@@ -25,7 +25,7 @@ from memroute.errors import InputError
 from memroute.eval.datasets import Turn, family, load_candidates, load_dialogues
 from memroute.llm import LlmAssistant, LlmUsage
 from memroute.routing.bank import BUILTIN
-from memroute.routing.composite import CLAUSE_WEIGHT, FRAME_WEIGHT, AgentRouter
+from memroute.routing.composite import FRAME_WEIGHT, AgentRouter
 from memroute.routing.conversation import ConversationDecision, ConversationRouter
 from memroute.routing.fitted import FittedRouting, atomic_writer
 from memroute.routing.policy import PolicyParams
@@ -135,7 +135,7 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
                    train: str | Path | None = None, fitted: FittedRouting | None = None,
                    train_split: str | None = None, train_dialogues: int = 5000,
                    bank: str = BUILTIN, frame_weight: float = FRAME_WEIGHT,
-                   clause_weight: float = CLAUSE_WEIGHT) -> RouteEvalReport:
+                   clause_weight: float | None = None) -> RouteEvalReport:
     """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file.
 
     ``oracle_switches`` is a diagnostic ceiling, not a router: the session is reset exactly where the gold task
@@ -148,7 +148,7 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     out), then replay ``data`` with the fit; ``fitted`` replays with a fit made before. ``bank``: the request bank
     (:func:`memroute.routing.bank.bank_from_setting`'s form; ``off`` for none). ``frame_weight``,
     ``clause_weight``: the router's (:class:`AgentRouter`; both 0 score Japanese and Korean messages on their own
-    text only)."""
+    text only; ``clause_weight`` ``None`` is ``frame_weight``)."""
     from tqdm import tqdm
 
     from memroute.memory import Memory

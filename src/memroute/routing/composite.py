@@ -39,8 +39,6 @@ from memroute.types import Agent
 EMBED_CHARS = 2000
 FRAME_WEIGHT = 0.5
 """``AgentRouter.frame_weight``'s default (docs/benchmarks.md, routing, the twentieth ja/ko pass)."""
-CLAUSE_WEIGHT = 0.5
-"""``AgentRouter.clause_weight``'s default (docs/benchmarks.md, routing, the twenty-first ja/ko pass)."""
 _FRAME_LANGUAGES = frozenset({"ja", "ko"})
 
 
@@ -88,14 +86,16 @@ class AgentRouter:
     ``clause_weight``: the same blend for a Japanese or Korean message whose request is its main clause after
     subordinate clauses of circumstance (a reason, a time, a purpose, a condition, a background:
     :func:`memroute.analysis.clauses.find_main_clause`): "나갈 거니까 다 꺼 줘" is also read as "다 꺼 줘". A
-    message with a payload keeps ``frame_weight`` (its frame loses its leading clauses too). 0 turns it off.
+    message with a payload keeps ``frame_weight`` (its frame loses its leading clauses too). ``None`` (the
+    default): ``frame_weight``, one weight for both kinds of frame (docs/benchmarks.md, routing, the twenty-first
+    ja/ko pass: the same plateau); 0 turns it off.
     """
 
     def __init__(self, strategies: Sequence[Strategy] | None = None, *,
                  embedder: Embedder | str | None = ROUTING_EMBEDDER, calibration: Calibration | None = None,
                  cache: AgentCache | None = None, llm: LlmAssistant | None = None,
                  bank: RequestBank | str | None = BUILTIN, frame_weight: float = FRAME_WEIGHT,
-                 clause_weight: float = CLAUSE_WEIGHT) -> None:
+                 clause_weight: float | None = None) -> None:
         self.strategies = list(strategies) if strategies is not None else default_strategies()
         if not self.strategies:
             raise InputError("AgentRouter needs at least one strategy; omit strategies to get the defaults")
@@ -109,6 +109,7 @@ class AgentRouter:
         self.cache = cache or AgentCache(self.embedder, bank=bank)
         self.total_weight = float(sum(s.weight for s in self.strategies)) or 1.0
         self.llm = llm
+        clause_weight = frame_weight if clause_weight is None else clause_weight
         for name, value in (("frame_weight", frame_weight), ("clause_weight", clause_weight)):
             if not 0.0 <= value <= 1.0:
                 raise InputError(f"{name} must be in [0, 1], got {value}")
