@@ -40,9 +40,9 @@ def sets(split: str, jmultiwoz: int) -> dict[str, tuple[Path, Path, int | None]]
 def frame_share(data: Path, sample: int | None) -> tuple[int, int, int]:
     """(ja/ko user turns with a payload, those with a frame of either kind, ja/ko user turns)."""
     from memroute.analysis.payload import find_payload
-    from memroute.routing.composite import AgentRouter
     from memroute.eval.datasets import load_dialogues
     from memroute.eval.route_eval import spread_sample
+    from memroute.routing.composite import AgentRouter
     from memroute.text.language import detect_language
 
     dialogues = load_dialogues(data)

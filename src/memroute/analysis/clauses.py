@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memroute.analysis.payload import _JA_SENTENCE_FINAL, _REQUEST_AUX
+from memroute.analysis.payload import CLAUSE_MARKS, JA_SENTENCE_FINAL, REQUEST_AUX
 from memroute.text import Token
 from memroute.text.language import detect_language
 from memroute.text.tokenizers import analyze_tokens
@@ -55,7 +55,6 @@ _KO_PREDICATE = frozenset({"verb", "adj", "aux", "suffix", "ending"})
 # an auxiliary, or a request's own te-form) and と (quotative or conditional, :mod:`payload`'s) are not here.
 _JA_CONNECTIVE = frozenset({"から", "ので", "ながら", "けど", "けれど", "けれども", "が", "のに", "ば", "し", "つつ"})
 _JA_PREDICATE = frozenset({"verb", "adj", "aux"})
-_CLAUSE_MARKS = frozenset("、,，。.!！?？\n")
 _SENTENCE_ENDS = frozenset("。.!！?？\n")
 # The request's closing forms besides :mod:`payload`'s request auxiliaries: Korean imperative and
 # propositive endings after a verb ("틀어", "켜세요", "가자", "해 줄래").
@@ -134,7 +133,7 @@ def _pieces(tokens: list[Token], first: int) -> list[tuple[int, int]]:
     a = first
     for i in range(first, len(tokens)):
         t = tokens[i]
-        if t.pos == "symbol" and t.surface in _CLAUSE_MARKS:
+        if t.pos == "symbol" and t.surface in CLAUSE_MARKS:
             if i > a:
                 out.append((a, i))
             a = i + 1
@@ -190,11 +189,11 @@ def _closes_on_request(tokens: list[Token], a: int, b: int, language: str) -> bo
     tokens, a Japanese te-form, a Korean imperative ending after a verb or a bare verb ("꺼")."""
     end = b
     while end > a and (tokens[end - 1].pos == "symbol" or (
-            language == "ja" and tokens[end - 1].surface in _JA_SENTENCE_FINAL)):
+            language == "ja" and tokens[end - 1].surface in JA_SENTENCE_FINAL)):
         end -= 1  # 「消しといてね」「押さえて？」
     if end <= a:
         return False
-    aux = _REQUEST_AUX[language]
+    aux = REQUEST_AUX[language]
     tail = tokens[max(a, end - 4):end]
     if any(t.norm in aux and t.pos in ("verb", "aux", "adj") for t in tail[1:]) or any(t.norm == "願う" for t in tail):
         return True
