@@ -53,15 +53,15 @@ _KO_EMBEDDED = ("는지", "은지", "ㄴ지", "을지", "ㄹ지", "인지", "던
 _KO_DATIVE = frozenset({"한테", "에게", "께", "더러", "한테다"})
 _JA_DATIVE = frozenset({"に", "へ"})
 _JA_QUOTATIVE = frozenset({"と", "って"})
-_JA_SENTENCE_FINAL = frozenset({"よ", "ね", "な", "わ", "ぞ", "さ", "の", "か"})
+JA_SENTENCE_FINAL = frozenset({"よ", "ね", "な", "わ", "ぞ", "さ", "の", "か"})
 _PREDICATES = frozenset({"verb", "aux", "adj"})
 # The auxiliaries of a request by their lemmas (benefactive: くれる / 下さる / 頂く / 貰う / 주다 / 드리다; wanted
 # of another: 欲しい; done ahead: とく / 置く / 놓다 / 두다): a closed class of the grammar.
-_REQUEST_AUX = {"ja": frozenset({"呉れる", "くれる", "下さる", "頂く", "貰う", "欲しい", "とく", "置く"}),
+REQUEST_AUX = {"ja": frozenset({"呉れる", "くれる", "下さる", "頂く", "貰う", "欲しい", "とく", "置く"}),
                 "ko": frozenset({"주", "드리", "놓", "두"})}
 _CHAIN = frozenset({"verb", "aux", "adj", "ending", "suffix"})
 _NOMINALS = frozenset({"noun", "propn", "pron", "suffix", "foreign"})
-_CLAUSE_MARKS = frozenset("、,，。.!！?？\n")
+CLAUSE_MARKS = frozenset("、,，。.!！?？\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ def _clause_start(tokens: list[Token], end: int, dative: frozenset[str], languag
     found. ``None`` when the clause would be empty."""
     start_tok = 0
     for i in range(end):
-        if tokens[i].pos == "symbol" and tokens[i].surface in _CLAUSE_MARKS:
+        if tokens[i].pos == "symbol" and tokens[i].surface in CLAUSE_MARKS:
             start_tok = i + 1
     addressed = False
     for i in range(start_tok, end):
@@ -190,7 +190,7 @@ def _ja_reported(text: str, tokens: list[Token]) -> list[tuple[int, int]]:
         if tok.pos != "particle" or i == 0 or tokens[i + 1].pos != "verb" or not _requested(tokens, i + 1, "ja"):
             continue  # 「行こうと思っています」「教えていただけると助かります」: nothing is asked to be passed on
         j = i - 1
-        while j > 0 and tokens[j].pos == "particle" and tokens[j].surface in _JA_SENTENCE_FINAL - {"か"}:
+        while j > 0 and tokens[j].pos == "particle" and tokens[j].surface in JA_SENTENCE_FINAL - {"か"}:
             j -= 1  # 「受け取ったよって」
         prev = tokens[j]
         if tok.surface in _JA_QUOTATIVE:
@@ -214,7 +214,7 @@ def _ja_reported(text: str, tokens: list[Token]) -> list[tuple[int, int]]:
 def _requested(tokens: list[Token], verb: int, language: str) -> bool:
     """The predicate that starts at ``verb`` is a request: a request auxiliary in its chain, or the chain closes
     the clause on a Japanese te-form (「聞いて」) or a bare Korean verb (the casual imperative "물어봐", "보내")."""
-    aux = _REQUEST_AUX[language]
+    aux = REQUEST_AUX[language]
     j = verb
     while j < len(tokens) and (tokens[j].pos in _CHAIN or (
             language == "ja" and tokens[j].pos == "particle" and tokens[j].surface in ("て", "で"))):
@@ -222,7 +222,7 @@ def _requested(tokens: list[Token], verb: int, language: str) -> bool:
             return True
         j += 1
     last = j - 1
-    while language == "ja" and last > verb and tokens[last].surface in _JA_SENTENCE_FINAL - {"か", "の"}:
+    while language == "ja" and last > verb and tokens[last].surface in JA_SENTENCE_FINAL - {"か", "の"}:
         last -= 1  # 「送ってね」
     if language == "ja":
         return tokens[last].pos == "particle" and tokens[last].surface in ("て", "で")

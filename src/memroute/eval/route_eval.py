@@ -134,7 +134,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
                    oracle_switches: bool = False, errors: str | Path | None = None,
                    train: str | Path | None = None, fitted: FittedRouting | None = None,
                    train_split: str | None = None, train_dialogues: int = 5000,
-                   bank: str = BUILTIN, frame_weight: float = FRAME_WEIGHT) -> RouteEvalReport:
+                   bank: str = BUILTIN, frame_weight: float = FRAME_WEIGHT,
+                   clause_weight: float | None = None) -> RouteEvalReport:
     """Replay the dialogues of ``data``: all of them, the first ``limit``, or a ``sample`` spread over the file.
 
     ``oracle_switches`` is a diagnostic ceiling, not a router: the session is reset exactly where the gold task
@@ -145,8 +146,9 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     (:func:`memroute.routing.training.fit_dialogues`, its candidates from ``candidates`` for ``train_split``,
     default the file's name; at most ``train_dialogues`` of its dialogues; labels outside that catalogue are left
     out), then replay ``data`` with the fit; ``fitted`` replays with a fit made before. ``bank``: the request bank
-    (:func:`memroute.routing.bank.bank_from_setting`'s form; ``off`` for none). ``frame_weight``: the router's
-    (:class:`AgentRouter`; 0 scores Japanese and Korean messages on their own text only)."""
+    (:func:`memroute.routing.bank.bank_from_setting`'s form; ``off`` for none). ``frame_weight``,
+    ``clause_weight``: the router's (:class:`AgentRouter`; both 0 score Japanese and Korean messages on their own
+    text only; ``clause_weight`` ``None`` is ``frame_weight``)."""
     from tqdm import tqdm
 
     from memroute.memory import Memory
@@ -158,7 +160,8 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
         dialogues = spread_sample(dialogues, sample)
     split = split if split is not None else Path(data).stem
     agents = load_candidates(candidates, split)
-    router = AgentRouter(embedder=embedder, llm=llm, bank=bank, frame_weight=frame_weight)
+    router = AgentRouter(embedder=embedder, llm=llm, bank=bank, frame_weight=frame_weight,
+                         clause_weight=clause_weight)
     fit_info: dict[str, Any] | None = None
     if train is not None:
         train_agents = load_candidates(candidates, train_split if train_split is not None else Path(train).stem)

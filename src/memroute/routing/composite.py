@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from memroute.analysis.clauses import find_main_clause
 from memroute.analysis.payload import find_payload
 from memroute.embed import ROUTING_EMBEDDER, Embedder, Vectors, embed_ahead, get_embedder
 from memroute.embed.by_language import runs_strong
@@ -81,12 +82,20 @@ class AgentRouter:
     replacement: in 「夕方から降るって言ってた？」 the payload is the domain and the frame says little, and a flat
     frame barely moves the ranking. English messages, and messages without a payload, are scored as before
     (their frame is never read). 0 turns it off.
+
+    ``clause_weight``: the same blend for a Japanese or Korean message whose request is its main clause after
+    subordinate clauses of circumstance (a reason, a time, a purpose, a condition, a background:
+    :func:`memroute.analysis.clauses.find_main_clause`): "나갈 거니까 다 꺼 줘" is also read as "다 꺼 줘". A
+    message with a payload keeps ``frame_weight`` (its frame loses its leading clauses too). ``None`` (the
+    default): ``frame_weight``, one weight for both kinds of frame (docs/benchmarks.md, routing, the twenty-first
+    ja/ko pass: the same plateau); 0 turns it off.
     """
 
     def __init__(self, strategies: Sequence[Strategy] | None = None, *,
                  embedder: Embedder | str | None = ROUTING_EMBEDDER, calibration: Calibration | None = None,
                  cache: AgentCache | None = None, llm: LlmAssistant | None = None,
-                 bank: RequestBank | str | None = BUILTIN, frame_weight: float = FRAME_WEIGHT) -> None:
+                 bank: RequestBank | str | None = BUILTIN, frame_weight: float = FRAME_WEIGHT,
+                 clause_weight: float | None = None) -> None:
         self.strategies = list(strategies) if strategies is not None else default_strategies()
         if not self.strategies:
             raise InputError("AgentRouter needs at least one strategy; omit strategies to get the defaults")
@@ -100,9 +109,12 @@ class AgentRouter:
         self.cache = cache or AgentCache(self.embedder, bank=bank)
         self.total_weight = float(sum(s.weight for s in self.strategies)) or 1.0
         self.llm = llm
-        if not 0.0 <= frame_weight <= 1.0:
-            raise InputError(f"frame_weight must be in [0, 1], got {frame_weight}")
+        clause_weight = frame_weight if clause_weight is None else clause_weight
+        for name, value in (("frame_weight", frame_weight), ("clause_weight", clause_weight)):
+            if not 0.0 <= value <= 1.0:
+                raise InputError(f"{name} must be in [0, 1], got {value}")
         self.frame_weight = frame_weight
+        self.clause_weight = clause_weight
 
     # ------------------------------------------------------------------------------------ scoring
     def index(self, agents: Sequence[Agent]) -> CatalogueIndex:
@@ -122,7 +134,7 @@ class AgentRouter:
         if not text and not types and not q.hints and not q.tags:
             raise InputError("the query is empty: give it text, content, hints or tags")
         prepared = PreparedQuery(text, tokenize(text) if text else [], types, q.tags, q.hints)
-        frame_text = self.frame_of(text) if frame else None
+        frame_text, frame_weight = (self.frame_of(text) if frame else None) or ("", 0.0)
         frame_query = PreparedQuery(frame_text, tokenize(frame_text), types, q.tags, q.hints) if frame_text else None
         if isinstance(vector, np.ndarray):
             prepared.vector = vector
@@ -139,15 +151,23 @@ class AgentRouter:
                 frame_query.vector = encoded[1]
         if frame_query is not None and frame_query.vector is None and self.embedder is not None:
             frame_query.vector = self.embedder.embed([frame_query.text[:EMBED_CHARS]], side="query")[0]
-        prepared.frame = frame_query
+        prepared.frame, prepared.frame_weight = frame_query, frame_weight
         return prepared
 
-    def frame_of(self, text: str) -> str | None:
-        """The frame a Japanese or Korean message is also scored on (see the class docstring), else ``None``."""
-        if self.frame_weight <= 0 or not text or detect_language(text) not in _FRAME_LANGUAGES:
+    def frame_of(self, text: str) -> tuple[str, float] | None:
+        """The frame a Japanese or Korean message is also scored on and its weight (see the class docstring),
+        else ``None``."""
+        if not text or (self.frame_weight <= 0 and self.clause_weight <= 0) or (
+                detect_language(text) not in _FRAME_LANGUAGES):
             return None
-        payload = find_payload(text)
-        return payload.frame if payload is not None else None
+        frame, weight = text, 0.0
+        payload = find_payload(text) if self.frame_weight > 0 else None
+        if payload is not None:
+            frame, weight = payload.frame, self.frame_weight
+        main = find_main_clause(frame) if self.clause_weight > 0 else None
+        if main is not None:
+            frame, weight = main.frame, weight or self.clause_weight
+        return (frame, weight) if weight > 0 else None
 
     def encode_ahead(self, query: RouterQuery | str, *, frame: bool = False) -> Future[Vectors] | None:
         """Start encoding ``query``'s text on a worker thread, for :meth:`prepare` to collect: the strong
@@ -159,9 +179,10 @@ class AgentRouter:
         if self.embedder is None or not text or not runs_strong(self.embedder, text, "query"):
             return None
         message = embed_ahead(self.embedder, [text], "query")
-        frame_text = self.frame_of(full) if frame else None
-        if not frame_text:
+        found = self.frame_of(full) if frame else None
+        if found is None:
             return message
+        frame_text = found[0]
         # The frame on a second worker, beside the message (the int8 e5 engine runs two calls at once): one
         # batch of both cost 15 ms against 9 ms for the message alone (padding), two workers cost the longer.
         return _both(message, embed_ahead(self.embedder, [frame_text[:EMBED_CHARS]], "query"))
@@ -171,8 +192,8 @@ class AgentRouter:
         index = agents if isinstance(agents, CatalogueIndex) else self.index(agents)
         prepared = query if isinstance(query, PreparedQuery) else self.prepare(query)
         parts = {s.name: s.scores(prepared, index) for s in self.strategies}
-        if prepared.frame is not None and self.frame_weight > 0:
-            w = np.float32(self.frame_weight)
+        if prepared.frame is not None and prepared.frame_weight > 0:
+            w = np.float32(prepared.frame_weight)
             parts = {s.name: ((1 - w) * parts[s.name] + w * s.scores(prepared.frame, index)).astype(np.float32)
                      for s in self.strategies}
         total = np.zeros(index.n, dtype=np.float32)

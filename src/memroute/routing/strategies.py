@@ -44,7 +44,10 @@ class PreparedQuery:
     vector: F32 | None = None
     frame: PreparedQuery | None = None
     """A Japanese or Korean message's frame (the message without the text it carries,
-    :func:`memroute.analysis.payload.find_payload`), prepared the same way; ``None`` for any other message."""
+    :func:`memroute.analysis.payload.find_payload`, or without its leading subordinate clauses,
+    :func:`memroute.analysis.clauses.find_main_clause`), prepared the same way; ``None`` for any other message."""
+    frame_weight: float = 0.0
+    """The frame's share of every strategy's score (``AgentRouter.frame_weight`` or ``clause_weight``)."""
     norm_text: str = field(init=False)
 
     def __post_init__(self) -> None:
