@@ -50,6 +50,8 @@ def test_a_payload_is_cut_from_its_frame(text: str, frame: str, payload: str, ki
     "明日の天気を教えて",
     "내일 날씨 알려 줘",
     "Meet me at 7:30 tomorrow",     # a colon between digits
+    "CS:GO 대회 일정 알려 줘",        # a colon inside a name
+    "https://example.com 열어 줘",   # a colon inside an address
     "What's the weather in Paris?",
     "「おはよう」",                 # all payload: no frame left
     "",

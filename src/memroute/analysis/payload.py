@@ -45,7 +45,9 @@ from memroute.text import Token
 from memroute.text.language import detect_language
 from memroute.text.tokenizers import analyze_tokens
 
-_COLON = re.compile(r"(?<!\d)[:：]|[:：](?!\d)")
+# An introducing colon: an ASCII one before a space or the end ("Review this: ..."; not 7:30, CS:GO or a URL),
+# a full-width one anywhere but between digits (「訳して：明日は…」).
+_COLON = re.compile(r":(?=\s|$)|(?<!\d)：|：(?!\d)")
 # Korean quotative connective endings and embedded-question endings, a closed class of the grammar (as the
 # tokenizer gives their surface: "받았다고" -> 받 + 았 + 다고, "뭐라고" -> 뭐 + 라고, "있는지" -> 있 + 는지).
 _KO_QUOTATIVE = ("다고", "자고", "냐고", "라고", "니고")
