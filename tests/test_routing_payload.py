@@ -103,3 +103,19 @@ def test_only_the_routed_message_reads_its_frame(aware: LanguageAwareEmbedder) -
 def test_a_frame_weight_outside_0_1_is_a_clear_error() -> None:
     with pytest.raises(InputError, match="frame_weight"):
         AgentRouter(embedder=None, frame_weight=1.5)
+
+
+
+def test_the_calibration_fit_reads_a_request_on_its_frame_as_route_does(aware: LanguageAwareEmbedder) -> None:
+    """``memroute fit``'s examples are routed as production routes them: payload messages labelled messenger
+    are right in the fit only when their frame is read (fails if the fit scores the bare text)."""
+    from memroute.routing.fit import LabelledExample, fit
+
+    passed_on = ("아들한테 오늘 저녁은 김치찌개 끓이자고 전해 줘", "남편한테 택배 도착했다고 보내 줘",
+                 "언니한테 내일 비 온다고 알려 줘", "동생한테 된장찌개 레시피 찾았다고 보내 줘",
+                 "엄마한테 택배 내일 온다고 전해 줘", "아빠한테 주말에 눈 온다고 알려 줘")
+    own = (("오늘 저녁 메뉴 추천해 줘", "recipe"), ("내일 비 와?", "weather"), ("택배 어디쯤 왔어?", "parcel"),
+           ("김치찌개 끓이는 법 알려 줘", "recipe"), ("주말 날씨 어때?", "weather"), ("주문한 책 언제 와?", "parcel"))
+    examples = [LabelledExample(t, "messenger") for t in passed_on] + [LabelledExample(t, a) for t, a in own]
+    report = fit(AgentRouter(embedder=aware), KO_AGENTS, examples, folds=2)
+    assert report.examples == 12 and report.accuracy_before == 1.0

@@ -62,7 +62,7 @@ def fit(router: AgentRouter, agents: Sequence[Agent], examples: Sequence[Labelle
                        if any(x in held_texts for x in a.examples) else a for a in agents]
         index = router.index(fold_agents)
         for e in held:
-            scored = router.score(e.text, index)
+            scored = router.score(router.prepare(e.text, frame=True), index)  # as route() reads a request
             ranked = router.order(scored, limit=2)
             if not ranked:
                 continue
