@@ -119,3 +119,18 @@ def test_the_calibration_fit_reads_a_request_on_its_frame_as_route_does(aware: L
     examples = [LabelledExample(t, "messenger") for t in passed_on] + [LabelledExample(t, a) for t, a in own]
     report = fit(AgentRouter(embedder=aware), KO_AGENTS, examples, folds=2)
     assert report.examples == 12 and report.accuracy_before == 1.0
+
+
+def test_only_the_encoded_part_of_a_long_message_is_read_for_a_frame(aware: LanguageAwareEmbedder) -> None:
+    """A hostile 100k-character message costs the frame readers no more than its encoded head: a payload past
+    EMBED_CHARS is not read (reading the whole text grew faster than its length: 22 s at 200k characters)."""
+    from memroute.routing.composite import EMBED_CHARS
+
+    router = AgentRouter(embedder=aware)
+    request = "남편한테 택배 도착했다고 보내 줘"
+    assert router.frame_of(request) is not None
+    assert router.frame_of("가" * EMBED_CHARS + request) is None
+    long = ("동생한테 저녁 먹자고 보내 줘. " * 6000)[:100_000]
+    found = router.frame_of(long)
+    assert found is not None and len(found[0]) < EMBED_CHARS
+    assert router.route(long, KO_AGENTS).agent is not None

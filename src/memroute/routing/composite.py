@@ -156,7 +156,9 @@ class AgentRouter:
 
     def frame_of(self, text: str) -> tuple[str, float] | None:
         """The frame a Japanese or Korean message is also scored on and its weight (see the class docstring),
-        else ``None``."""
+        else ``None``. Only the first :data:`EMBED_CHARS` are read, as only they are encoded: the readers'
+        cost grows faster than the text (a 200k-character message took 22 s to read whole)."""
+        text = text[:EMBED_CHARS]
         if not text or (self.frame_weight <= 0 and self.clause_weight <= 0) or (
                 detect_language(text) not in _FRAME_LANGUAGES):
             return None
