@@ -125,14 +125,16 @@ def _merged(found: list[tuple[int, int, str]], text: str) -> list[tuple[int, int
     return out
 
 
-def _clause_start(tokens: list[Token], end: int, dative: frozenset[str], language: str) -> tuple[int, bool] | None:
+def _clause_start(tokens: list[Token], end: int, dative: frozenset[str], language: str) -> tuple[int, int, bool] | None:
     """Where a reported clause ending at token ``end`` starts: after the first addressee phrase of its clause
-    (after the last clause mark before it), else after that mark (or at 0); and whether an addressee was
-    found. ``None`` when the clause would be empty."""
+    (after the last clause mark before it), else after that mark (or at 0), as a character offset and a token
+    index; and whether an addressee was found. ``None`` when the clause would be empty. Reads back from ``end``
+    to the clause mark only, so a long text costs in proportion to its length."""
     start_tok = 0
-    for i in range(end):
+    for i in range(end - 1, -1, -1):
         if tokens[i].pos == "symbol" and tokens[i].surface in CLAUSE_MARKS:
             start_tok = i + 1
+            break
     addressed = False
     for i in range(start_tok, end):
         if _is_addressee(tokens, i, dative, language):
@@ -143,7 +145,7 @@ def _clause_start(tokens: list[Token], end: int, dative: frozenset[str], languag
             break
     if start_tok >= end:
         return None
-    return tokens[start_tok].start, addressed
+    return tokens[start_tok].start, start_tok, addressed
 
 
 def _is_addressee(tokens: list[Token], i: int, dative: frozenset[str], language: str) -> bool:
@@ -167,7 +169,8 @@ def _is_addressee(tokens: list[Token], i: int, dative: frozenset[str], language:
 
 
 def _has_content(tokens: list[Token], a: int, b: int) -> bool:
-    return any(t.is_content and a <= t.start < b for t in tokens)
+    """Whether tokens ``a`` to ``b`` (indices, ``b`` excluded) hold a content word."""
+    return any(t.is_content for t in tokens[a:b])
 
 
 def _ko_reported(text: str, tokens: list[Token]) -> list[tuple[int, int]]:
@@ -179,9 +182,9 @@ def _ko_reported(text: str, tokens: list[Token]) -> list[tuple[int, int]]:
         if tokens[i + 1].pos not in ("verb", "aux") or not _requested(tokens, i + 1, "ko"):
             continue  # "뭐라고?": no predicate takes the clause; "비 온다고 했어?": not asked to pass on
         clause = _clause_start(tokens, i, _KO_DATIVE, "ko")
-        if clause is None or (tok.surface.endswith(_KO_EMBEDDED) and not clause[1]):
+        if clause is None or (tok.surface.endswith(_KO_EMBEDDED) and not clause[2]):
             continue  # an embedded question asked of no one ("당길 수 있는지 봐 줘") is the user's own question
-        if _has_content(tokens, clause[0], tok.end):
+        if _has_content(tokens, clause[1], i + 1):
             out.append((clause[0], tok.end))
     return out
 
@@ -206,9 +209,9 @@ def _ja_reported(text: str, tokens: list[Token]) -> list[tuple[int, int]]:
         else:
             continue
         clause = _clause_start(tokens, i, _JA_DATIVE, "ja")
-        if clause is None or (tok.surface == "か" and not clause[1]):
+        if clause is None or (tok.surface == "か" and not clause[2]):
             continue  # 「駐車場があるか教えて」: an embedded question asked of no one is the user's own question
-        if _has_content(tokens, clause[0], tok.start):
+        if _has_content(tokens, clause[1], i):
             out.append((clause[0], tok.end))
     return out
 
