@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 from dataclasses import replace
 from pathlib import Path
@@ -33,10 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.tune_ja_ko_rule import ROOT, SETS, record
+from benchmarks.tune_ja_ko_rule import ja_ko_sets, record
 
-DATA = Path(os.environ.get("MEMROUTE_DATA_DIR", ROOT.parent / "shared" / "data"))
-JM = DATA / "jmultiwoz_tc_routing"
 FEATURES = ("lead", "standout", "length", "request", "also", "another", "assistant_done", "switch", "question",
             "follow_up", "new_request", "bias")
 TUNE = {"drift": (-6.0, -5.0, -3.0, -2.5, -2.0), "revise_lead": (0.0, 0.1, 0.5, 1.0)}
@@ -54,18 +51,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
                                       "follow_up", "new_request", "bias")},
     "bias_only": {"prior": 5.0, "fit": ("bias",)},
 }
-
-
-def sets(jmultiwoz: int, split: str) -> dict[str, tuple[Path, Path, int | None]]:
-    out: dict[str, tuple[Path, Path, int | None]] = {}
-    for lang in ("ko", "ja"):
-        cands = SETS / lang / ("train_services.jsonl" if split == "train" else "services.jsonl")
-        out[lang] = (SETS / lang / f"{split}.jsonl", cands, None)
-    if split == "train" and jmultiwoz:
-        out["jmultiwoz_tc"] = (JM / "train.jsonl", JM / "tools.jsonl", jmultiwoz)
-    if split == "dev":
-        out["jmultiwoz_tc"] = (JM / "dev.jsonl", JM / "tools.jsonl", None)
-    return out
 
 
 def recorded(name: str, split: str, spec: tuple[Path, Path, int | None], cache: Path) -> dict[str, Any]:
@@ -169,7 +154,8 @@ def gain(rule: Any, held: dict[str, tuple[Any, dict[str, int], float]]) -> dict[
 def select(args: argparse.Namespace) -> None:
     from memroute.routing.policy import PolicyParams
 
-    recs = {name: recorded(name, "train", spec, args.cache) for name, spec in sets(args.jmultiwoz, "train").items()}
+    recs = {name: recorded(name, "train", spec, args.cache)
+            for name, spec in ja_ko_sets("train", args.jmultiwoz).items()}
     for name, rec in recs.items():
         a, s, r, t = replay(two_rules(PolicyParams(), PolicyParams()), *whole(rec))
         print(f"{name} train, today's rule: all {a:.4f} switch_new {s:.3f} ({t - r} wrong of {t})")
@@ -198,12 +184,13 @@ def select(args: argparse.Namespace) -> None:
 def final(args: argparse.Namespace) -> None:
     from memroute.routing.policy import PolicyParams
 
-    recs = {name: recorded(name, "train", spec, args.cache) for name, spec in sets(args.jmultiwoz, "train").items()}
+    recs = {name: recorded(name, "train", spec, args.cache)
+            for name, spec in ja_ko_sets("train", args.jmultiwoz).items()}
     rule, note = fit(CONFIGS[args.config], {n: whole(r) for n, r in recs.items()})
     print(json.dumps(note, indent=1))
     base = PolicyParams()
     for split in [s for s in ("dev", "test") if getattr(args, s)]:
-        for name, spec in sets(0, split).items():
+        for name, spec in ja_ko_sets(split).items():
             if split == "test" and name == "jmultiwoz_tc":
                 continue
             rec = recorded(name, split, spec, args.cache)

@@ -18,23 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-SETS = ROOT / "src" / "memroute" / "eval" / "data" / "routing"
-JM = Path(os.environ.get("MEMROUTE_DATA_DIR", ROOT.parent / "shared" / "data")) / "jmultiwoz_tc_routing"
-
-
-def sets(split: str, jmultiwoz: int) -> dict[str, tuple[Path, Path, int | None]]:
-    catalogue = "train_services.jsonl" if split == "train" else "services.jsonl"
-    out: dict[str, tuple[Path, Path, int | None]] = {
-        lang: (SETS / lang / f"{split}.jsonl", SETS / lang / catalogue, None) for lang in ("ko", "ja")}
-    if split == "train":
-        out["jmultiwoz_tc"] = (JM / "train.jsonl", JM / "tools.jsonl", jmultiwoz)
-    elif split == "dev":
-        out["jmultiwoz_tc"] = (JM / "dev.jsonl", JM / "tools.jsonl", None)
-    return out
 
 
 def frame_share(data: Path, sample: int | None) -> tuple[int, int, int]:
@@ -56,6 +40,7 @@ def frame_share(data: Path, sample: int | None) -> tuple[int, int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from benchmarks.tune_ja_ko_rule import ja_ko_sets
     from memroute.eval.route_eval import run_route_eval
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -66,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jmultiwoz", type=int, default=250, help="JMultiWOZ-TC train dialogues (spread sample)")
     parser.add_argument("--out", type=Path, help="append each result as a JSON line here")
     args = parser.parse_args(argv)
-    for name, (data, candidates, sample) in sets(args.split, args.jmultiwoz).items():
+    for name, (data, candidates, sample) in ja_ko_sets(args.split, args.jmultiwoz).items():
         with_payload, with_frame, turns = frame_share(data, sample)
         print(f"{name} {args.split}: {with_payload} of {turns} ja/ko turns carry a payload "
               f"({with_payload / max(turns, 1):.1%}), {with_frame} a frame of either kind "

@@ -26,6 +26,20 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ROOT / "src" / "memroute" / "eval" / "data" / "routing"
+JM = Path(os.environ.get("MEMROUTE_DATA_DIR", ROOT.parent / "shared" / "data")) / "jmultiwoz_tc_routing"
+
+
+def ja_ko_sets(split: str, jmultiwoz: int = 0) -> dict[str, tuple[Path, Path, int | None]]:
+    """The Korean and Japanese sets of ``split`` (data, candidates, sample), with their own catalogue for train;
+    JMultiWOZ-TC's train split (``jmultiwoz`` dialogues spread over the file, none when 0) or its whole dev."""
+    catalogue = "train_services.jsonl" if split == "train" else "services.jsonl"
+    out: dict[str, tuple[Path, Path, int | None]] = {
+        lang: (SETS / lang / f"{split}.jsonl", SETS / lang / catalogue, None) for lang in ("ko", "ja")}
+    if split == "train" and jmultiwoz:
+        out["jmultiwoz_tc"] = (JM / "train.jsonl", JM / "tools.jsonl", jmultiwoz)
+    elif split == "dev":
+        out["jmultiwoz_tc"] = (JM / "dev.jsonl", JM / "tools.jsonl", None)
+    return out
 GRID = {"ja_ko_bias": (-1.0, -0.6, -0.2, 0.2, 0.4, 0.6), "new_request": (0.5, 1.0, 1.5, 2.0),
         "with_previous": (0.0, 1.0)}
 
@@ -65,10 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jmultiwoz", type=int, default=0, help="add N JMultiWOZ-TC train dialogues (0: none)")
     parser.add_argument("--top", type=int, default=8)
     args = parser.parse_args(argv)
-    sets = {lang: (SETS / lang / "train.jsonl", SETS / lang / "train_services.jsonl", None) for lang in ("ko", "ja")}
-    if args.jmultiwoz:
-        jm = Path(os.environ.get("MEMROUTE_DATA_DIR", ROOT.parent / "shared" / "data")) / "jmultiwoz_tc_routing"
-        sets["jmultiwoz_tc"] = (jm / "train.jsonl", jm / "tools.jsonl", args.jmultiwoz)
+    sets = ja_ko_sets("train", args.jmultiwoz)
     base = PolicyParams()
     results = []
     for by_bank in args.bank:
