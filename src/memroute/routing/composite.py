@@ -144,13 +144,13 @@ class AgentRouter:
             if frame_query is not None and len(encoded) > 1:
                 frame_query.vector = encoded[1]
         elif self.embedder is not None and text:
-            texts = [text[:EMBED_CHARS], *([frame_query.text[:EMBED_CHARS]] if frame_query else [])]
+            texts = [text[:EMBED_CHARS], *([frame_query.text] if frame_query else [])]  # frame_of reads the head
             encoded = self.embedder.embed(texts, side="query")
             prepared.vector = encoded[0]
             if frame_query is not None:
                 frame_query.vector = encoded[1]
         if frame_query is not None and frame_query.vector is None and self.embedder is not None:
-            frame_query.vector = self.embedder.embed([frame_query.text[:EMBED_CHARS]], side="query")[0]
+            frame_query.vector = self.embedder.embed([frame_query.text], side="query")[0]
         prepared.frame, prepared.frame_weight = frame_query, frame_weight
         return prepared
 
@@ -176,18 +176,17 @@ class AgentRouter:
         encoder (multilingual-e5, ~20-30 ms a Japanese or Korean text) then runs beside the rest of a turn's
         work on a second core. ``None`` when the encoding is quick (use-m3 alone, or cached): it is done in
         :meth:`prepare`. ``frame``: as :meth:`prepare`'s (its frame's encoding starts too)."""
-        full = RouterQuery.of(query).query_text()
-        text = full[:EMBED_CHARS]
+        text = RouterQuery.of(query).query_text()[:EMBED_CHARS]
         if self.embedder is None or not text or not runs_strong(self.embedder, text, "query"):
             return None
         message = embed_ahead(self.embedder, [text], "query")
-        found = self.frame_of(full) if frame else None
+        found = self.frame_of(text) if frame else None
         if found is None:
             return message
-        frame_text = found[0]
+        frame_text = found[0]  # read from the encoded head, so no longer than it
         # The frame on a second worker, beside the message (the int8 e5 engine runs two calls at once): one
         # batch of both cost 15 ms against 9 ms for the message alone (padding), two workers cost the longer.
-        return _both(message, embed_ahead(self.embedder, [frame_text[:EMBED_CHARS]], "query"))
+        return _both(message, embed_ahead(self.embedder, [frame_text], "query"))
 
     def score(self, query: RouterQuery | str | PreparedQuery, agents: Sequence[Agent] | CatalogueIndex) -> ScoredQuery:
         """Every agent's score for ``query`` (no ranking): the building block of :meth:`route`."""
