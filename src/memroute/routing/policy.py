@@ -97,14 +97,6 @@ class PolicyParams:
     """How far (in normalised-score units) another agent's task evidence must lead the current agent's before the
     task is revised to it: without a lead, one terse answer that happens to fit another agent better ("free
     parking, please") could move a conversation whose evidence was a near tie."""
-    ja_ko_revise_words: int = 0
-    """A Japanese or Korean message with fewer content words (:attr:`TurnFeatures.words`) than this never revises
-    the task (0 = any may): a bare answer (「それで」, "응 그렇게 해") carries no detail that tells agents apart."""
-    ja_ko_revise_rank: int = 0
-    """A Japanese or Korean message revises the task only to an agent among the ``ja_ko_revise_rank`` best on
-    its own text (0 = any agent)."""
-    ja_ko_revise_lead: float = 0.0
-    """Added to ``revise_lead`` for a Japanese or Korean message."""
     drift: float = -4.0
     """Log-odds that the task moved to another agent between two user turns without the switch rule firing
     (about 1.8 %): it bounds how far an old task's evidence can lead, so a missed switch is caught by the
@@ -193,19 +185,10 @@ def user_step(params: PolicyParams, scores: F32, allowed: npt.NDArray[np.bool_],
     task = z if message.with_previous is None else z + params.with_previous * message.with_previous
     total = (carry(evidence, params.drift, message.cues.closing) + task).astype(np.float32)
     revised = int(np.argmax(np.where(allowed, total, -np.inf)))
-    lead = params.revise_lead + params.ja_ko_revise_lead * message.ja_ko
-    if total[revised] - total[current] <= lead or (message.ja_ko and not _may_revise(params, masked, revised,
-                                                                                     message)):
+    if total[revised] - total[current] <= params.revise_lead:
         revised = current
     return Step("revised" if revised != current else "stayed", revised, total, gap, margin,
                 best if best != current else None)
-
-
-def _may_revise(params: PolicyParams, masked: F32, agent: int, message: TurnFeatures) -> bool:
-    """Whether a Japanese or Korean message may revise the task to ``agent`` (the revision gates)."""
-    if message.words < params.ja_ko_revise_words:
-        return False
-    return not params.ja_ko_revise_rank or int((masked > masked[agent]).sum()) < params.ja_ko_revise_rank
 
 
 def carry(evidence: F32, drift: float, closing: bool = False) -> F32:
