@@ -183,12 +183,15 @@ def _fold(dialogue_id: str, folds: int) -> int:
 
 # ------------------------------------------------------------------------------------ recording
 def _record(router: AgentRouter, agents: Sequence[Agent], dialogues: Sequence[_Dialogue],
-            progress: Callable[[Iterable[Any]], Iterable[Any]]) -> tuple[list[list[_Obs]], float]:
+            progress: Callable[[Iterable[Any]], Iterable[Any]],
+            recorder: type[_Recorder] | None = None) -> tuple[list[list[_Obs]], float]:
+    """What the policy was given on each user turn of ``dialogues``; ``recorder``: a :class:`_Recorder` subclass
+    that keeps more of each turn (``benchmarks/route_ceiling.py`` keeps the strategies' parts)."""
     from memroute.memory import Memory
 
     memory = Memory.open("sqlite://:memory:", owner="fit", embedder=router.embedder)
     try:
-        rec = _Recorder(memory, agents, router=router, use_memories=False, candidates=1)
+        rec = (recorder or _Recorder)(memory, agents, router=router, use_memories=False, candidates=1)
         out = []
         for dialogue in progress(dialogues):
             session = f"fit-{dialogue.id}"
