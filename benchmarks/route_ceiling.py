@@ -37,7 +37,7 @@ import numpy as np
 from benchmarks.tune_ja_ko_rule import ja_ko_sets
 
 CACHE = Path("/tmp/route_ceiling")
-L2 = (0.01, 0.1, 1.0)
+L2 = (0.001, 0.01, 0.1, 1.0)
 
 
 # ------------------------------------------------------------------------------------ recording
@@ -126,7 +126,7 @@ def turns(rec: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             start = prev is None or bool(o.gold - prev)
             gold = [rec["index"][g] for g in (o.gold - prev if prev else o.gold) if g in rec["index"]]
-            out.append({"dialogue": d, "start": start, "gold": gold, "scores": o.scores, "allowed": o.allowed,
+            out.append({"dialogue": d, "start": start, "switch": prev is not None and start, "gold": gold, "scores": o.scores, "allowed": o.allowed,
                         "parts": c, "ja_ko": bool(o.features is not None and o.features.ja_ko)})
             prev = o.gold
     return out
@@ -217,21 +217,35 @@ def starts(rec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------ (a) and (b)
+def policy_marks(rec: dict[str, Any], obs: list[list[Any]] | None = None) -> list[bool]:
+    """Each scored turn right or wrong under today's rule (``obs``: replaced recordings)."""
+    from memroute.routing.policy import PolicyParams
+    from memroute.routing.training import replay_counts
+
+    marks: list[bool] = []
+    replay_counts(PolicyParams(), rec["obs"] if obs is None else obs, rec["index"], rec["floor"], marks=marks)
+    return marks
+
+
 def insample(recs: dict[str, dict[str, Any]]) -> None:
-    print("set | scored | starts | stays | total top-1 on starts | in-sample top-1 (l2 " +
-          " / ".join(map(str, L2)) + ") | bound on all")
+    print("set | scored | starts | stays | policy right: all / stays / starts | total top-1 on starts | in-sample "
+          "top-1 (l2 " + " / ".join(map(str, L2)) + ") | bound on all (today's total) | stays as today, starts at "
+          "the best in-sample top-1")
     for name, rec in recs.items():
         ts = turns(rec)
+        marks = policy_marks(rec)
         st = [t for t in ts if t["start"] and t["scores"] is not None]
         n_start = sum(t["start"] for t in ts)
         stays = len(ts) - n_start
+        stay_right = sum(m for m, t in zip(marks, ts, strict=True) if not t["start"])
+        start_right = sum(m for m, t in zip(marks, ts, strict=True) if t["start"])
         x, mask, y = design(st)
         fits = [top1(Combiner(l2).fit(x, mask, y).utility(x), mask, y) for l2 in L2]
         right = max(fits) * len(st)  # a start without scores is counted wrong
-        bound = (stays + right) / len(ts)
-        print(f"{name} | {len(ts)} | {n_start} | {stays} | {total_top1(st):.4f} | "
-              + " / ".join(f"{f:.4f}" for f in fits) + f" | {bound:.4f} (today's total: "
-              f"{(stays + total_top1(st) * len(st)) / len(ts):.4f}) | features {x.shape[2]}")
+        print(f"{name} | {len(ts)} | {n_start} | {stays} | {sum(marks) / len(ts):.4f} / {stay_right / stays:.4f} / "
+              f"{start_right / n_start:.4f} | {total_top1(st):.4f} | " + " / ".join(f"{f:.4f}" for f in fits)
+              + f" | {(stays + right) / len(ts):.4f} ({(stays + total_top1(st) * len(st)) / len(ts):.4f}) | "
+              f"{(stay_right + right) / len(ts):.4f} | features {x.shape[2]}")
 
 
 def _fit_on(groups: list[list[dict[str, Any]]], l2: float) -> Combiner:
@@ -265,15 +279,16 @@ def train(train_recs: dict[str, dict[str, Any]], dev_recs: dict[str, dict[str, A
         "{} {:.4f} -> {:.4f}".format(n, *_read(c, starts(r))) for n, r in dev_recs.items()))
     if replay_dev:
         for w in (0.5, 1.0):
-            print(f"dev replayed, combiner weight {w} (all / switch_new, stay): " + ", ".join(
+            print(f"dev replayed, combiner weight {w} (all / stay / switch_new): " + ", ".join(
                 f"{n} {_replay(c, r, 0.0)} -> {_replay(c, r, w)}" for n, r in dev_recs.items()))
+    print("train replayed with the same combiner, weight 1 (in sample): " + ", ".join(
+        f"{n} {_replay(c, r, 0.0)} -> {_replay(c, r, 1.0)}" for n, r in train_recs.items()))
 
 
 def _replay(c: Combiner, rec: dict[str, Any], weight: float) -> str:
     """Whole set replayed through the policy, Japanese and Korean turns' scores moved ``weight`` of the way to the
-    combiner's utility brought to the recorded scores' own mean and spread."""
-    from memroute.routing.policy import PolicyParams
-    from memroute.routing.training import _Obs, replay_counts
+    combiner's utility brought to the recorded scores' own mean and spread: all / stay / switch_new."""
+    from memroute.routing.training import _Obs
 
     obs = []
     for d, comps in zip(rec["obs"], rec["parts"], strict=True):
@@ -288,10 +303,11 @@ def _replay(c: Combiner, rec: dict[str, Any], weight: float) -> str:
                          o.gold, o.oos)
             out.append(o)
         obs.append(out)
-    right, total, sw_right, sw_total = replay_counts(PolicyParams(), obs, rec["index"], rec["floor"])
-    ts = turns({**rec, "obs": obs})
-    stays = [t for t in ts if not t["start"]]
-    return f"{right / total:.4f} / {sw_right / max(sw_total, 1):.3f} ({len(stays)} stays)"
+    marks = policy_marks(rec, obs)
+    ts = turns(rec)
+    stay = [m for m, t in zip(marks, ts, strict=True) if not t["start"]]
+    switch = [m for m, t in zip(marks, ts, strict=True) if t["start"] and t["switch"]]
+    return f"{np.mean(marks):.4f} / {np.mean(stay):.4f} / {np.mean(switch):.4f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -226,9 +226,10 @@ def replay(params: PolicyParams | Callable[[TurnFeatures], PolicyParams], dialog
 
 def replay_counts(params: PolicyParams | Callable[[TurnFeatures], PolicyParams],
                   dialogues: Sequence[Sequence[_Obs]], index: dict[str, int], floor: float,
-                  assistant_weight: float = 1.0) -> tuple[int, int, int, int]:
+                  assistant_weight: float = 1.0, marks: list[bool] | None = None) -> tuple[int, int, int, int]:
     """:func:`replay`'s counts: (right, scored turns, right switch_new turns, switch_new turns). ``params`` may
-    also be a function of a turn's features (a rule per kind of message, e.g. one for Japanese and Korean)."""
+    also be a function of a turn's features (a rule per kind of message, e.g. one for Japanese and Korean).
+    ``marks``, when given, gets each scored turn's rightness in order."""
     rule = params if callable(params) else (lambda _: params)
     right = total = sw_right = sw_total = 0
     for obs in dialogues:
@@ -246,6 +247,8 @@ def replay_counts(params: PolicyParams | Callable[[TurnFeatures], PolicyParams],
                 continue
             pred = current if current is not None else -1
             ok = any(index.get(g) == pred for g in o.gold)
+            if marks is not None:
+                marks.append(ok)
             right += ok
             total += 1
             if prev is not None and o.gold - prev:
