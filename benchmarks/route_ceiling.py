@@ -10,8 +10,9 @@ e5's part alone, the description's cosine, the frame's embedding score). A condi
 per feature, shared by every agent, so it carries to any catalogue; features: each component raw, centred and
 z-scored within the message, and an indicator of its arg-max) is fitted by Newton's method.
 
-(a) ``--insample``: fitted on a set's own start turns and read on the same turns: its top-1 against ``total``'s,
-and the bound all <= (stay turns + start turns x top-1) / scored turns (every stay counted right).
+(a) ``--insample``: fitted on a set's own start turns (ko / ja dev and train; JMultiWOZ-TC dev beside them) and
+read on the same turns: its top-1 against ``total``'s, the bound all <= (stay turns + start turns x top-1) / scored
+turns (every stay counted right), the same with the stays today's policy gets right, and where gold ranks.
 
 (b) ``--train``: fitted on the ko + ja TRAIN sets (their own catalogue) and 250 JMultiWOZ-TC train dialogues; held-out
 checks within train (even / odd dialogues; each set left out in turn); then own-text top-1 on dev starts (ko, ja,
@@ -73,7 +74,8 @@ def record(name: str, data: Path, candidates: Path, sample: int | None) -> dict[
     """The set's recorded turns (``tune_ja_ko_rule.record``'s) and each scored turn's components."""
     path = CACHE / f"{name}_{sample or 'all'}.pkl"
     if path.exists():
-        return pickle.loads(path.read_bytes())  # noqa: S301 (our own cache)
+        out: dict[str, Any] = pickle.loads(path.read_bytes())  # our own cache
+        return out
     from memroute.eval.datasets import load_candidates
     from memroute.eval.route_eval import spread_sample
     from memroute.routing import training
@@ -91,7 +93,7 @@ def record(name: str, data: Path, candidates: Path, sample: int | None) -> dict[
             first.append(scored)
         return scored
 
-    router.score = first_score  # type: ignore[method-assign]
+    router.score = first_score  # type: ignore[method-assign,assignment]
 
     class Recorder(training._Recorder):
         def route(self, text: str, session: str, **kwargs: Any) -> Any:
@@ -126,8 +128,8 @@ def turns(rec: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             start = prev is None or bool(o.gold - prev)
             gold = [rec["index"][g] for g in (o.gold - prev if prev else o.gold) if g in rec["index"]]
-            out.append({"dialogue": d, "start": start, "switch": prev is not None and start, "gold": gold, "scores": o.scores, "allowed": o.allowed,
-                        "parts": c, "ja_ko": bool(o.features is not None and o.features.ja_ko)})
+            out.append({"dialogue": d, "start": start, "switch": prev is not None and start, "gold": gold,
+                        "scores": o.scores, "allowed": o.allowed, "parts": c})
             prev = o.gold
     return out
 
@@ -199,7 +201,8 @@ class Combiner:
         return self
 
     def utility(self, x: np.ndarray) -> np.ndarray:
-        return ((x - self.mu) / self.sd) @ self.w
+        out: np.ndarray = ((x - self.mu) / self.sd) @ self.w
+        return out
 
 
 def top1(u: np.ndarray, mask: np.ndarray, y: np.ndarray) -> float:
@@ -246,6 +249,16 @@ def insample(recs: dict[str, dict[str, Any]]) -> None:
               f"{start_right / n_start:.4f} | {total_top1(st):.4f} | " + " / ".join(f"{f:.4f}" for f in fits)
               + f" | {(stays + right) / len(ts):.4f} ({(stays + total_top1(st) * len(st)) / len(ts):.4f}) | "
               f"{(stay_right + right) / len(ts):.4f} | features {x.shape[2]}")
+        ranks = [_gold_rank(t) for t in st]
+        oracle = np.mean([any(np.ptp(v) > 0 and v.argmax() in t["gold"] for v in t["parts"].values()) for t in st])
+        print(f"  {name} starts: gold's rank in the policy's scores 1 / 2 / 3 / 4+: "
+              + " / ".join(str(sum(min(r, 4) == k for r in ranks)) for k in (1, 2, 3, 4))
+              + f"; some component's arg-max is gold (an oracle choosing the component per turn): {oracle:.4f}")
+
+
+def _gold_rank(t: dict[str, Any]) -> int:
+    order = list(np.argsort(-np.where(t["allowed"], t["scores"], -np.inf), kind="stable"))
+    return min((order.index(g) + 1 for g in t["gold"]), default=99)
 
 
 def _fit_on(groups: list[list[dict[str, Any]]], l2: float) -> Combiner:
@@ -322,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.insample:
         recs = {f"{n} {s}": record(f"{n}_{s}", *sets[n]) for s, sets in (("dev", dev_sets), ("train", train_sets))
                 for n in ("ko", "ja")}
+        recs["jmultiwoz_tc dev"] = record("jmultiwoz_tc_dev", *dev_sets["jmultiwoz_tc"])
         insample(recs)
     if args.train:
         train({n: record(f"{n}_train", *v) for n, v in train_sets.items()},
