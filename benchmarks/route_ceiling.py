@@ -254,6 +254,11 @@ def insample(recs: dict[str, dict[str, Any]]) -> None:
         print(f"  {name} starts: gold's rank in the policy's scores 1 / 2 / 3 / 4+: "
               + " / ".join(str(sum(min(r, 4) == k for r in ranks)) for k in (1, 2, 3, 4))
               + f"; some component's arg-max is gold (an oracle choosing the component per turn): {oracle:.4f}")
+        for kind, keep in (("first turns", lambda t: not t["switch"]), ("switches", lambda t: t["switch"])):
+            pairs = [(m, t) for m, t in zip(marks, ts, strict=True) if t["start"] and keep(t)]
+            own = [t["scores"] is not None and _gold_rank(t) == 1 for _, t in pairs]
+            print(f"  {name} {kind}: {len(pairs)}, own text right {sum(own)}, policy right {sum(m for m, _ in pairs)}"
+                  f", own text right but policy wrong {sum(o and not m for o, (m, _) in zip(own, pairs, strict=True))}")
 
 
 def _gold_rank(t: dict[str, Any]) -> int:
