@@ -169,10 +169,11 @@ class Combiner:
         self.l2 = l2
 
     def fit(self, x: np.ndarray, mask: np.ndarray, y: np.ndarray) -> Combiner:
+        from memroute.routing.training import newton
+
         flat = x[mask]
         self.mu, self.sd = flat.mean(0), flat.std(0) + 1e-9
         z = (x - self.mu) / self.sd * mask[..., None]
-        w = np.zeros(x.shape[2])
         n = len(x)
 
         def probs(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,19 +186,13 @@ class Combiner:
             p, _ = probs(w)
             return float(-(y * np.log(np.where(mask, p, 1.0) + 1e-300)).sum() / n + 0.5 * self.l2 * w @ w)
 
-        for _ in range(50):
+        def derivatives(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             p, _ = probs(w)
-            grad = np.einsum("taf,ta->f", z, p - y) / n + self.l2 * w
             zp = np.einsum("taf,ta->tf", z, p)
-            hess = (np.einsum("taf,ta,tag->fg", z, p, z) - zp.T @ zp) / n + self.l2 * np.eye(len(w))
-            step = np.linalg.solve(hess, grad)
-            before, t = loss(w), 1.0
-            while loss(w - t * step) > before and t > 1e-6:
-                t /= 2
-            w -= t * step
-            if float(np.abs(t * step).max()) < 1e-7:
-                break
-        self.w = w
+            return (np.einsum("taf,ta->f", z, p - y) / n + self.l2 * w,
+                    (np.einsum("taf,ta,tag->fg", z, p, z) - zp.T @ zp) / n + self.l2 * np.eye(len(w)))
+
+        self.w = newton(loss, derivatives, np.zeros(x.shape[2]), 50, 1e-7)
         return self
 
     def utility(self, x: np.ndarray) -> np.ndarray:

@@ -330,17 +330,28 @@ def map_logistic(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any], w0: np.ndarra
         z = x @ w
         return float(np.sum(sw * (np.logaddexp(0.0, z) - y * z)) + 0.5 * np.sum(precision * (w - w0) ** 2))
 
-    w = w0.copy()
-    for _ in range(100):  # Newton's method on the log-posterior (it is convex)
+    def derivatives(w: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -40, 40)))
         grad = x.T @ (sw * (p - y)) + precision * (w - w0)
-        hess = (x * (sw * p * (1 - p))[:, None]).T @ x + np.diag(precision)
+        return grad, (x * (sw * p * (1 - p))[:, None]).T @ x + np.diag(precision)
+
+    return newton(loss, derivatives, w0, 100, 1e-8)  # the log-posterior is convex
+
+
+def newton(loss: Callable[[np.ndarray[Any, Any]], float],
+           derivatives: Callable[[np.ndarray[Any, Any]], tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]],
+           w0: np.ndarray[Any, Any], iterations: int, tolerance: float) -> np.ndarray[Any, Any]:
+    """Minimise a convex ``loss`` from ``w0`` by Newton's method with backtracking (``derivatives``: gradient and
+    Hessian), until a step moves no weight by more than ``tolerance``."""
+    w = w0.copy()
+    for _ in range(iterations):
+        grad, hess = derivatives(w)
         step = np.linalg.solve(hess, grad)
         before, t = loss(w), 1.0
         while loss(w - t * step) > before and t > 1e-6:
             t /= 2
         w -= t * step
-        if float(np.abs(t * step).max()) < 1e-8:
+        if float(np.abs(t * step).max()) < tolerance:
             break
     return w
 
