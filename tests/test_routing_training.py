@@ -18,7 +18,7 @@ from memroute.routing import AgentRouter, ConversationRouter, PolicyParams
 from memroute.routing.bank import bank_fingerprint, builtin_bank
 from memroute.routing.example_choice import select_examples
 from memroute.routing.fitted import FittedRouting, load_fit, router_bank
-from memroute.routing.training import _read, _record, fit_dialogues, replay
+from memroute.routing.training import _read, _record, _Recorder, fit_dialogues, replay, replay_counts
 from memroute.types import Agent
 
 # Two hotel agents described alike (only the user's own conversations tell them apart), and two others.
@@ -200,6 +200,32 @@ def test_replay_steps_exactly_like_the_router(tmp_path: Path, router: AgentRoute
     # A rule that never switches is worse here (every dialogue changes task), and replay sees it.
     stuck = PolicyParams(bias=-1e9, revise_lead=1e9)
     assert replay(stuck, obs, index, floor)[0] < replay(PolicyParams(), obs, index, floor)[0]
+    # Each scored turn marked in order: the marks add up to the counts, and a stuck rule loses some turn.
+    marks: list[bool] = []
+    right, total, _, _ = replay_counts(PolicyParams(), obs, index, floor, marks=marks)
+    stuck_marks: list[bool] = []
+    replay_counts(stuck, obs, index, floor, marks=stuck_marks)
+    assert (len(marks), sum(marks)) == (total, right) and len(stuck_marks) == total
+    assert any(m and not s for m, s in zip(marks, stuck_marks, strict=True))
+
+
+def test_a_recorder_subclass_sees_every_policy_step(tmp_path: Path, router: AgentRouter) -> None:
+    from memroute.eval.datasets import load_candidates
+
+    agents = load_candidates(_services(tmp_path))
+    dialogues, _ = _read(_write(tmp_path / "dev.jsonl", _dialogues(4)), {a.id for a in agents}, "error", 100,
+                         lambda x: x)
+    steps: list[int] = []
+
+    class Counting(_Recorder):
+        def _step(self, *args: object) -> object:  # type: ignore[override]
+            steps.append(len(args[0]))  # type: ignore[arg-type]
+            return super()._step(*args)  # type: ignore[arg-type]
+
+    obs, _ = _record(router, agents, dialogues, lambda x: x, recorder=Counting)
+    assert steps == [len(agents)] * sum(o.scores is not None for d in obs for o in d) and steps
+    assert [[o.gold for o in d] for d in obs] == [[o.gold for o in d] for d in _record(
+        router, agents, dialogues, lambda x: x)[0]]
 
 
 def test_select_examples_drops_turns_that_belong_to_no_agent(embedder: CachedEmbedder) -> None:

@@ -183,12 +183,15 @@ def _fold(dialogue_id: str, folds: int) -> int:
 
 # ------------------------------------------------------------------------------------ recording
 def _record(router: AgentRouter, agents: Sequence[Agent], dialogues: Sequence[_Dialogue],
-            progress: Callable[[Iterable[Any]], Iterable[Any]]) -> tuple[list[list[_Obs]], float]:
+            progress: Callable[[Iterable[Any]], Iterable[Any]],
+            recorder: type[_Recorder] | None = None) -> tuple[list[list[_Obs]], float]:
+    """What the policy was given on each user turn of ``dialogues``; ``recorder``: a :class:`_Recorder` subclass
+    that keeps more of each turn (``benchmarks/route_ceiling.py`` keeps the strategies' parts)."""
     from memroute.memory import Memory
 
     memory = Memory.open("sqlite://:memory:", owner="fit", embedder=router.embedder)
     try:
-        rec = _Recorder(memory, agents, router=router, use_memories=False, candidates=1)
+        rec = (recorder or _Recorder)(memory, agents, router=router, use_memories=False, candidates=1)
         out = []
         for dialogue in progress(dialogues):
             session = f"fit-{dialogue.id}"
@@ -223,9 +226,10 @@ def replay(params: PolicyParams | Callable[[TurnFeatures], PolicyParams], dialog
 
 def replay_counts(params: PolicyParams | Callable[[TurnFeatures], PolicyParams],
                   dialogues: Sequence[Sequence[_Obs]], index: dict[str, int], floor: float,
-                  assistant_weight: float = 1.0) -> tuple[int, int, int, int]:
+                  assistant_weight: float = 1.0, marks: list[bool] | None = None) -> tuple[int, int, int, int]:
     """:func:`replay`'s counts: (right, scored turns, right switch_new turns, switch_new turns). ``params`` may
-    also be a function of a turn's features (a rule per kind of message, e.g. one for Japanese and Korean)."""
+    also be a function of a turn's features (a rule per kind of message, e.g. one for Japanese and Korean).
+    ``marks``, when given, gets each scored turn's rightness in order."""
     rule = params if callable(params) else (lambda _: params)
     right = total = sw_right = sw_total = 0
     for obs in dialogues:
@@ -243,6 +247,8 @@ def replay_counts(params: PolicyParams | Callable[[TurnFeatures], PolicyParams],
                 continue
             pred = current if current is not None else -1
             ok = any(index.get(g) == pred for g in o.gold)
+            if marks is not None:
+                marks.append(ok)
             right += ok
             total += 1
             if prev is not None and o.gold - prev:
@@ -324,17 +330,28 @@ def map_logistic(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any], w0: np.ndarra
         z = x @ w
         return float(np.sum(sw * (np.logaddexp(0.0, z) - y * z)) + 0.5 * np.sum(precision * (w - w0) ** 2))
 
-    w = w0.copy()
-    for _ in range(100):  # Newton's method on the log-posterior (it is convex)
+    def derivatives(w: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -40, 40)))
         grad = x.T @ (sw * (p - y)) + precision * (w - w0)
-        hess = (x * (sw * p * (1 - p))[:, None]).T @ x + np.diag(precision)
+        return grad, (x * (sw * p * (1 - p))[:, None]).T @ x + np.diag(precision)
+
+    return newton(loss, derivatives, w0, 100, 1e-8)  # the log-posterior is convex
+
+
+def newton(loss: Callable[[np.ndarray[Any, Any]], float],
+           derivatives: Callable[[np.ndarray[Any, Any]], tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]],
+           w0: np.ndarray[Any, Any], iterations: int, tolerance: float) -> np.ndarray[Any, Any]:
+    """Minimise a convex ``loss`` from ``w0`` by Newton's method with backtracking (``derivatives``: gradient and
+    Hessian), until a step moves no weight by more than ``tolerance``."""
+    w = w0.copy()
+    for _ in range(iterations):
+        grad, hess = derivatives(w)
         step = np.linalg.solve(hess, grad)
         before, t = loss(w), 1.0
         while loss(w - t * step) > before and t > 1e-6:
             t /= 2
         w -= t * step
-        if float(np.abs(t * step).max()) < 1e-8:
+        if float(np.abs(t * step).max()) < tolerance:
             break
     return w
 
