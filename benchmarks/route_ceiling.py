@@ -22,6 +22,12 @@ mean and spread (route7: the rule is fitted to that scale).
 
     OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.route_ceiling --insample
     OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.route_ceiling --train [--replay]
+    OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.route_ceiling --two-oracles [--test]
+
+``--two-oracles``: both ceilings at once. Every switch known (the session reset exactly at gold switches and never
+switched elsewhere, as ``memroute eval route --oracle-switches``; this replay of the recordings equals that command
+to the turn) and every start routed to the in-sample combiner's choice (its best l2): what the router's evidence
+allows if both the switch decision and the per-turn combination were perfect for the set being scored.
 
 Recordings are cached under /tmp/route_ceiling (one pickle a set; delete them after a routing change).
 """
@@ -323,20 +329,90 @@ def _replay(c: Combiner, rec: dict[str, Any], weight: float) -> str:
     return f"{np.mean(marks):.4f} / {np.mean(stay):.4f} / {np.mean(switch):.4f}"
 
 
+def oracle_marks(rec: dict[str, Any], obs: list[list[Any]]) -> list[bool]:
+    """Each scored turn right or wrong with perfect switch detection, as ``memroute eval route
+    --oracle-switches``: the session reset exactly where the gold task changes (that turn routed on its own
+    scores), no switch anywhere else, no drift."""
+    from dataclasses import replace
+
+    from memroute.routing.policy import PolicyParams, user_step
+
+    params = replace(PolicyParams(), bias=-1e9, drift=-50.0)
+    index, marks = rec["index"], []
+    for dialogue in obs:
+        current: int | None = None
+        evidence: Any = None
+        prev: frozenset[str] | None = None
+        for o in dialogue:
+            if o.gold and prev is not None and o.gold - prev:
+                current, evidence = None, None
+            if o.scores is not None:
+                if evidence is not None and o.delta is not None:
+                    evidence = (evidence + o.delta).astype(np.float32)
+                step = user_step(params, o.scores, o.allowed, current, evidence, o.features, rec["floor"])
+                current, evidence = step.current, step.evidence
+            if o.gold:
+                marks.append(any(index.get(g) == current for g in o.gold))
+                prev = o.gold
+    return marks
+
+
+def two_oracles(recs: dict[str, dict[str, Any]]) -> None:
+    """Perfect switch detection and, on every start turn, the combiner fitted in sample on that set's starts
+    (its best l2): the most both ceilings of (a) and ``--oracle-switches`` allow together."""
+    from memroute.routing.training import _Obs
+
+    print("set | oracle switches: all / stays / starts | + in-sample combiner on the starts: all / stays / starts")
+    for name, rec in recs.items():
+        st = starts(rec)
+        x, mask, y = design(st)
+        best = max((Combiner(l2).fit(x, mask, y) for l2 in L2), key=lambda c: top1(c.utility(x), mask, y))
+        chosen = {id(t["scores"]): int(np.where(t["allowed"], u, -np.inf).argmax())
+                  for t, u in zip(st, best.utility(x), strict=True)}
+        obs = []
+        for d in rec["obs"]:
+            out, prev = [], None
+            for o in d:
+                start = o.gold and (prev is None or bool(o.gold - prev))
+                if start and o.scores is not None and id(o.scores) in chosen:
+                    s = o.scores.copy()
+                    s[chosen[id(o.scores)]] = s.max() + s.std() + 1e-3  # the combiner's choice leads
+                    o = _Obs(s, o.allowed, o.features, o.delta, o.gold, o.oos)
+                out.append(o)
+                prev = o.gold or prev
+            obs.append(out)
+        ts = turns(rec)
+        cells = []
+        for marks in (oracle_marks(rec, rec["obs"]), oracle_marks(rec, obs)):
+            stay = [m for m, t in zip(marks, ts, strict=True) if not t["start"]]
+            start = [m for m, t in zip(marks, ts, strict=True) if t["start"]]
+            cells.append(f"{np.mean(marks):.4f} / {np.mean(stay):.4f} / {np.mean(start):.4f}")
+        print(f"{name} | " + " | ".join(cells))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--insample", action="store_true", help="(a): in-sample fits on ko / ja dev and train")
     parser.add_argument("--train", action="store_true", help="(b): fitted on train, read on dev starts")
     parser.add_argument("--replay", action="store_true", help="with --train: replay whole dev with the combiner")
+    parser.add_argument("--two-oracles", action="store_true",
+                        help="perfect switches and the in-sample combiner on every start, together")
+    parser.add_argument("--test", action="store_true", help="with --insample / --two-oracles: ko / ja test too")
     parser.add_argument("--l2", type=float, nargs="+", default=[0.1, 1.0])
     args = parser.parse_args(argv)
     train_sets = ja_ko_sets("train", 250)
     dev_sets = ja_ko_sets("dev")
-    if args.insample:
+    if args.insample or args.two_oracles:
         recs = {f"{n} {s}": record(f"{n}_{s}", *sets[n]) for s, sets in (("dev", dev_sets), ("train", train_sets))
                 for n in ("ko", "ja")}
         recs["jmultiwoz_tc dev"] = record("jmultiwoz_tc_dev", *dev_sets["jmultiwoz_tc"])
-        insample(recs)
+        if args.test:  # read once for the record, never to choose
+            test_sets = ja_ko_sets("test")
+            recs |= {f"{n} test": record(f"{n}_test", *test_sets[n]) for n in ("ko", "ja")}
+        if args.insample:
+            insample(recs)
+        if args.two_oracles:
+            two_oracles(recs)
     if args.train:
         train({n: record(f"{n}_train", *v) for n, v in train_sets.items()},
               {n: record(f"{n}_dev", *v) for n, v in dev_sets.items()}, tuple(args.l2), args.replay)

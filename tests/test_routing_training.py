@@ -209,6 +209,33 @@ def test_replay_steps_exactly_like_the_router(tmp_path: Path, router: AgentRoute
     assert any(m and not s for m, s in zip(marks, stuck_marks, strict=True))
 
 
+def test_the_oracle_replay_equals_eval_route_with_oracle_switches(tmp_path: Path, router: AgentRouter) -> None:
+    # benchmarks.route_ceiling's ceilings stand on this: its replay of recordings with every gold switch known is
+    # what `memroute eval route --oracle-switches` does, turn for turn.
+    from benchmarks.route_ceiling import oracle_marks
+
+    from memroute.eval.datasets import load_candidates
+    from memroute.eval.route_eval import run_route_eval
+
+    lines = _dialogues(10)
+    # A switch the rule does not take (a short question, the hotel task still open) that its own text gets right.
+    lines += [_record_line("m000", 0, CITY[0], ["hotels_1"]),
+              _record_line("m000", 2, "umbrella?", ["weather"], "Shall I book it?")]
+    data = _write(tmp_path / "dev.jsonl", lines)
+    services = _services(tmp_path)
+    agents = load_candidates(services)
+    dialogues, _ = _read(data, {a.id for a in agents}, "error", 100, lambda x: x)
+    obs, floor = _record(router, agents, dialogues, lambda x: x)
+    rec = {"obs": obs, "floor": floor, "index": {a.id: i for i, a in enumerate(agents)}}
+    marks = oracle_marks(rec, obs)
+    report = run_route_eval(data, services, oracle_switches=True)
+    assert len(marks) == report.counts["all"] and sum(marks) / len(marks) == pytest.approx(
+        report.accuracy["all"], abs=1e-4)
+    plain: list[bool] = []
+    replay_counts(PolicyParams(), obs, rec["index"], floor, marks=plain)
+    assert plain[-1] is False and marks[-1] is True  # the reset routes the missed switch on its own text
+
+
 def test_a_recorder_subclass_sees_every_policy_step(tmp_path: Path, router: AgentRouter) -> None:
     from memroute.eval.datasets import load_candidates
 
