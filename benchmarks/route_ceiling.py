@@ -333,27 +333,12 @@ def oracle_marks(rec: dict[str, Any], obs: list[list[Any]]) -> list[bool]:
     """Each scored turn right or wrong with perfect switch detection, as ``memroute eval route
     --oracle-switches``: the session reset exactly where the gold task changes (that turn routed on its own
     scores), no switch anywhere else, no drift."""
-    from dataclasses import replace
+    from memroute.routing.policy import PolicyParams, told_switches
+    from memroute.routing.training import replay_counts
 
-    from memroute.routing.policy import PolicyParams, user_step
-
-    params = replace(PolicyParams(), bias=-1e9, drift=-50.0)
-    index, marks = rec["index"], []
-    for dialogue in obs:
-        current: int | None = None
-        evidence: Any = None
-        prev: frozenset[str] | None = None
-        for o in dialogue:
-            if o.gold and prev is not None and o.gold - prev:
-                current, evidence = None, None
-            if o.scores is not None:
-                if evidence is not None and o.delta is not None:
-                    evidence = (evidence + o.delta).astype(np.float32)
-                step = user_step(params, o.scores, o.allowed, current, evidence, o.features, rec["floor"])
-                current, evidence = step.current, step.evidence
-            if o.gold:
-                marks.append(any(index.get(g) == current for g in o.gold))
-                prev = o.gold
+    marks: list[bool] = []
+    replay_counts(told_switches(PolicyParams()), obs, rec["index"], rec["floor"], marks=marks,
+                  reset_at_switches=True)
     return marks
 
 

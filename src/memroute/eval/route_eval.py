@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -28,7 +28,7 @@ from memroute.routing.bank import BUILTIN
 from memroute.routing.composite import FRAME_WEIGHT, AgentRouter
 from memroute.routing.conversation import ConversationDecision, ConversationRouter
 from memroute.routing.fitted import FittedRouting, atomic_writer
-from memroute.routing.policy import PolicyParams
+from memroute.routing.policy import PolicyParams, told_switches
 from memroute.routing.training import fit_dialogues
 from memroute.text import detect_language
 
@@ -173,7 +173,7 @@ def run_route_eval(data: str | Path, candidates: str | Path, split: str | None =
     memory = Memory.open("sqlite://:memory:", owner="eval", embedder=router.embedder)
     if oracle_switches:
         base = params or (fitted.policy if fitted is not None else PolicyParams())
-        params = replace(base, bias=-1e9, drift=-50.0, context_weight=0.0)
+        params = told_switches(base)
     conv = ConversationRouter(memory, agents, router=router, params=params, use_memories=False, candidates=2,
                               fitted=fitted)
     latencies: list[float] = []

@@ -36,7 +36,7 @@ unchanged to every other set. ``also`` / ``another`` and ``revise_lead`` were th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -120,6 +120,13 @@ class PolicyParams:
     scale_floor: float = 0.6
     """The unit of margins (and the floor of a message's spread), as a share of the catalogue's own scale
     (see :func:`catalogue_scale`)."""
+
+
+def told_switches(params: PolicyParams) -> PolicyParams:
+    """``params`` for a diagnostic replay that is told where the gold task changes (``--oracle-switches``): the
+    caller resets the task there, so the rule never switches, the evidence never drifts and no previous turn is
+    read as context."""
+    return replace(params, bias=-1e9, drift=-50.0, context_weight=0.0)
 
 
 def normalised(scores: F32, floor: float) -> F32:

@@ -226,10 +226,13 @@ def replay(params: PolicyParams | Callable[[TurnFeatures], PolicyParams], dialog
 
 def replay_counts(params: PolicyParams | Callable[[TurnFeatures], PolicyParams],
                   dialogues: Sequence[Sequence[_Obs]], index: dict[str, int], floor: float,
-                  assistant_weight: float = 1.0, marks: list[bool] | None = None) -> tuple[int, int, int, int]:
+                  assistant_weight: float = 1.0, marks: list[bool] | None = None,
+                  reset_at_switches: bool = False) -> tuple[int, int, int, int]:
     """:func:`replay`'s counts: (right, scored turns, right switch_new turns, switch_new turns). ``params`` may
     also be a function of a turn's features (a rule per kind of message, e.g. one for Japanese and Korean).
-    ``marks``, when given, gets each scored turn's rightness in order."""
+    ``marks``, when given, gets each scored turn's rightness in order. ``reset_at_switches`` replays as
+    ``memroute eval route --oracle-switches`` does (with :func:`~memroute.routing.policy.told_switches`'
+    parameters): the task is dropped exactly where the gold changes, so that turn is routed on its own scores."""
     rule = params if callable(params) else (lambda _: params)
     right = total = sw_right = sw_total = 0
     for obs in dialogues:
@@ -237,6 +240,8 @@ def replay_counts(params: PolicyParams | Callable[[TurnFeatures], PolicyParams],
         evidence: F32 | None = None
         prev: frozenset[str] | None = None
         for o in obs:
+            if reset_at_switches and o.gold and prev is not None and o.gold - prev:
+                current, evidence = None, None
             if o.scores is not None:
                 if evidence is not None and o.delta is not None:
                     evidence = (evidence + o.delta * np.float32(assistant_weight)).astype(np.float32)
